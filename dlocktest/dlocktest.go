@@ -1,0 +1,479 @@
+// Package dlocktest is the conformance suite every dlock.Locker passes. A
+// backend's tests call Run with a Harness that makes Lockers on a real
+// server:
+//
+//	func TestConformance(t *testing.T) {
+//		dlocktest.Run(t, dlocktest.Harness{
+//			New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { … },
+//		})
+//	}
+//
+// Each property is one subtest. Lock names are unique per subtest, so the
+// suite can run against a shared server.
+package dlocktest
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+)
+
+// Harness tells Run how to make Lockers of the backend under test.
+type Harness struct {
+	// New returns a new Locker with opts applied. Each call is a new owner
+	// unless opts include dlock.WithOwner. New registers the Locker's
+	// cleanup with t.
+	New func(t *testing.T, opts ...dlock.Option) dlock.Locker
+	// SharedOwners reports that the backend stores owners on the server, so
+	// two Lockers made with the same WithOwner are one owner.
+	SharedOwners bool
+	// TTL is the short lease used by the expiry subtests. Default 1s.
+	TTL time.Duration
+	// Workers and Increments size the mutual-exclusion subtest: Workers
+	// Lockers each add Increments to one counter. Defaults 10 and 100.
+	Workers, Increments int
+}
+
+// Timeout bounds every wait in the suite that succeeds on a correct
+// backend; reaching it is a failure, not a measurement.
+const Timeout = 30 * time.Second
+
+// Run runs the conformance suite.
+func Run(t *testing.T, h Harness) {
+	if h.New == nil {
+		t.Fatal("dlocktest: Harness.New is nil")
+	}
+	if h.TTL <= 0 {
+		h.TTL = time.Second
+	}
+	if h.Workers <= 0 {
+		h.Workers = 10
+	}
+	if h.Increments <= 0 {
+		h.Increments = 100
+	}
+	s := suite{h}
+	t.Run("MutualExclusion", s.mutualExclusion)
+	t.Run("TryLockNeverWaits", s.tryLockNeverWaits)
+	t.Run("Reentrancy", s.reentrancy)
+	t.Run("TokensIncrease", s.tokensIncrease)
+	t.Run("UnlockNotHeld", s.unlockNotHeld)
+	t.Run("ExpiryTakeover", s.expiryTakeover)
+	t.Run("ContextDeadline", s.contextDeadline)
+	t.Run("ContextCancel", s.contextCancel)
+	t.Run("InvalidNames", s.invalidNames)
+	t.Run("SameOwner", s.sameOwner)
+	t.Run("Inspect", s.inspect)
+	t.Run("DoneAndErr", s.doneAndErr)
+	t.Run("Do", s.do)
+}
+
+type suite struct{ h Harness }
+
+// Name returns a lock name unique to t, safe for every backend.
+func Name(t testing.TB) string {
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	n := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + "." + hex.EncodeToString(b[:])
+	if len(n) > dlock.MaxNameLen {
+		n = n[len(n)-dlock.MaxNameLen:]
+	}
+	return n
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustLock(t *testing.T, ctx context.Context, l dlock.Locker, name string) dlock.Lease {
+	t.Helper()
+	lease, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock(%q): %v", name, err)
+	}
+	return lease
+}
+
+func mustUnlock(t *testing.T, lease dlock.Lease) {
+	t.Helper()
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatalf("Unlock(%q): %v", lease.Name(), err)
+	}
+}
+
+// wantNotAcquired asserts a TryLock by l on name fails with ErrNotAcquired.
+func wantNotAcquired(t *testing.T, l dlock.Locker, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	lease, err := l.TryLock(ctx, name)
+	if err == nil {
+		lease.Unlock(context.Background())
+		t.Fatalf("TryLock(%q) succeeded while another owner holds it", name)
+	}
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock(%q): %v, want ErrNotAcquired", name, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("TryLock(%q) waited for the holder (ran into the %v bound)", name, Timeout)
+	}
+}
+
+func wantAcquired(t *testing.T, l dlock.Locker, name string) dlock.Lease {
+	t.Helper()
+	lease, err := l.TryLock(ctxT(t), name)
+	if err != nil {
+		t.Fatalf("TryLock(%q) on a free name: %v", name, err)
+	}
+	return lease
+}
+
+// mutualExclusion is the seeds' counter test: workers, each its own owner,
+// add to one counter under the lock with random re-entry. The counter is a
+// read-modify-write split by a yield, so any overlap loses an update.
+func (s suite) mutualExclusion(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	var (
+		counter    atomic.Int64
+		inside     atomic.Int32
+		violations atomic.Int32
+		wg         sync.WaitGroup
+		errs       = make(chan error, s.h.Workers)
+	)
+	for w := 0; w < s.h.Workers; w++ {
+		l := s.h.New(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < s.h.Increments; i++ {
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) != 1 {
+					violations.Add(1)
+				}
+				var inner dlock.Lease
+				if rand.IntN(4) == 0 {
+					if inner, err = l.Lock(ctx, name); err != nil {
+						errs <- err
+						return
+					}
+					if inner.Token() != lease.Token() {
+						errs <- errors.New("re-entry changed the token")
+					}
+				}
+				v := counter.Load()
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				counter.Store(v + 1)
+				if inner != nil {
+					if err := inner.Unlock(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+				inside.Add(-1)
+				if err := lease.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := int64(s.h.Workers * s.h.Increments)
+	if got := counter.Load(); got != want {
+		t.Errorf("counter = %d, want %d (%d updates lost)", got, want, want-got)
+	}
+	if v := violations.Load(); v != 0 {
+		t.Errorf("%d times two owners were inside at once", v)
+	}
+}
+
+func (s suite) tryLockNeverWaits(t *testing.T) {
+	name := Name(t)
+	a, b := s.h.New(t), s.h.New(t)
+	lease := mustLock(t, ctxT(t), a, name)
+	wantNotAcquired(t, b, name)
+	mustUnlock(t, lease)
+	mustUnlock(t, wantAcquired(t, b, name))
+}
+
+func (s suite) reentrancy(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	a, b := s.h.New(t), s.h.New(t)
+	outer := mustLock(t, ctx, a, name)
+	inner, err := a.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("re-entrant TryLock: %v", err)
+	}
+	third := mustLock(t, ctx, a, name)
+	if inner.Token() != outer.Token() || third.Token() != outer.Token() {
+		t.Fatalf("re-entry tokens %d, %d differ from %d", inner.Token(), third.Token(), outer.Token())
+	}
+	wantNotAcquired(t, b, name)
+	mustUnlock(t, outer)
+	wantNotAcquired(t, b, name)
+	mustUnlock(t, third)
+	wantNotAcquired(t, b, name)
+	select {
+	case <-inner.Done():
+		t.Fatal("inner lease ended when another re-entry was unlocked")
+	default:
+	}
+	mustUnlock(t, inner)
+	mustUnlock(t, wantAcquired(t, b, name))
+}
+
+func (s suite) tokensIncrease(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	lockers := []dlock.Locker{s.h.New(t), s.h.New(t), s.h.New(t)}
+	var last uint64
+	for i := 0; i < 9; i++ {
+		lease := mustLock(t, ctx, lockers[i%len(lockers)], name)
+		if i > 0 && lease.Token() <= last {
+			t.Fatalf("holder %d got token %d after %d", i, lease.Token(), last)
+		}
+		last = lease.Token()
+		mustUnlock(t, lease)
+	}
+}
+
+func (s suite) unlockNotHeld(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	a := s.h.New(t)
+	lease := mustLock(t, ctx, a, name)
+	mustUnlock(t, lease)
+	if err := lease.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	}
+	if err := lease.Refresh(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Refresh after Unlock: %v, want ErrNotHeld", err)
+	}
+
+	// A lease lost to expiry cannot be unlocked either.
+	short := s.h.New(t, dlock.WithTTL(s.h.TTL), dlock.WithoutAutoRenew())
+	lost := mustLock(t, ctx, short, name)
+	waitDone(t, lost)
+	if err := lost.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of an expired lease: %v, want ErrNotHeld", err)
+	}
+}
+
+func waitDone(t *testing.T, lease dlock.Lease) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+	case <-time.After(Timeout):
+		t.Fatalf("lease %q did not end within %v", lease.Name(), Timeout)
+	}
+}
+
+func (s suite) expiryTakeover(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	stale := s.h.New(t, dlock.WithTTL(s.h.TTL), dlock.WithoutAutoRenew())
+	next := s.h.New(t)
+	old := mustLock(t, ctx, stale, name)
+	taken := mustLock(t, ctx, next, name)
+	defer mustUnlock(t, taken)
+	if taken.Token() <= old.Token() {
+		t.Fatalf("new holder's token %d is not larger than the expired holder's %d", taken.Token(), old.Token())
+	}
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("another owner took the lock while the old lease's Done was open")
+	}
+	if err := old.Err(); !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("expired lease Err() = %v, want ErrLost", err)
+	}
+}
+
+func (s suite) contextDeadline(t *testing.T) {
+	s.waitEnds(t, func(ctx context.Context) (context.Context, func()) {
+		return context.WithTimeout(ctx, 200*time.Millisecond)
+	}, context.DeadlineExceeded)
+}
+
+func (s suite) contextCancel(t *testing.T) {
+	s.waitEnds(t, func(ctx context.Context) (context.Context, func()) {
+		ctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(200*time.Millisecond, cancel)
+		return ctx, cancel
+	}, context.Canceled)
+}
+
+// waitEnds checks that a Lock waiting for another owner returns when its ctx
+// ends, with both errors, and leaves no lock behind.
+func (s suite) waitEnds(t *testing.T, mk func(context.Context) (context.Context, func()), want error) {
+	name := Name(t)
+	holder, waiter, third := s.h.New(t), s.h.New(t), s.h.New(t)
+	lease := mustLock(t, ctxT(t), holder, name)
+	ctx, cancel := mk(context.Background())
+	defer cancel()
+	got, err := waiter.Lock(ctx, name)
+	if err == nil {
+		got.Unlock(context.Background())
+		t.Fatal("Lock succeeded while another owner holds the name")
+	}
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, want) {
+		t.Fatalf("Lock: %v, want ErrNotAcquired and %v", err, want)
+	}
+	mustUnlock(t, lease)
+	mustUnlock(t, wantAcquired(t, third, name))
+	// The waiter can still lock: it left no half-taken state behind.
+	mustUnlock(t, wantAcquired(t, waiter, name))
+}
+
+func (s suite) invalidNames(t *testing.T) {
+	l := s.h.New(t)
+	ctx := ctxT(t)
+	bad := map[string]string{
+		"empty":     "",
+		"NUL":       "a\x00b",
+		"too long":  strings.Repeat("x", dlock.MaxNameLen+1),
+		"bad UTF-8": "a\xffb",
+	}
+	for what, name := range bad {
+		if _, err := l.Lock(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("Lock(%s): %v, want ErrInvalidName", what, err)
+		}
+		if _, err := l.TryLock(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("TryLock(%s): %v, want ErrInvalidName", what, err)
+		}
+		if in, ok := l.(dlock.Inspector); ok {
+			if _, _, err := in.Inspect(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+				t.Errorf("Inspect(%s): %v, want ErrInvalidName", what, err)
+			}
+		}
+	}
+	// The longest valid name, and names that stress each backend's
+	// encoding, all work.
+	for _, name := range []string{
+		strings.Repeat("é", dlock.MaxNameLen/2) + "x",
+		"/a/../b/./c//", "Case", "case", "a b\tc\n", "锁:{x}*?[]",
+	} {
+		mustUnlock(t, wantAcquired(t, l, name))
+	}
+}
+
+func (s suite) sameOwner(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	if !s.h.SharedOwners {
+		// Owners are per Locker: the same id on two Lockers is two owners.
+		a, b := s.h.New(t, dlock.WithOwner("same-owner")), s.h.New(t, dlock.WithOwner("same-owner"))
+		lease := mustLock(t, ctx, a, name)
+		wantNotAcquired(t, b, name)
+		mustUnlock(t, lease)
+		return
+	}
+	id := "owner-" + Name(t)
+	a, b, other := s.h.New(t, dlock.WithOwner(id)), s.h.New(t, dlock.WithOwner(id)), s.h.New(t)
+	la := mustLock(t, ctx, a, name)
+	lb := wantAcquired(t, b, name)
+	if la.Token() != lb.Token() {
+		t.Fatalf("same owner got tokens %d and %d", la.Token(), lb.Token())
+	}
+	mustUnlock(t, la)
+	wantNotAcquired(t, other, name)
+	mustUnlock(t, lb)
+	mustUnlock(t, wantAcquired(t, other, name))
+}
+
+func (s suite) inspect(t *testing.T) {
+	name := Name(t)
+	ctx := ctxT(t)
+	l := s.h.New(t)
+	in, ok := l.(dlock.Inspector)
+	if !ok {
+		t.Fatalf("%T does not implement dlock.Inspector", l)
+	}
+	if _, held, err := in.Inspect(ctx, name); err != nil || held {
+		t.Fatalf("Inspect of a free name: held=%v err=%v", held, err)
+	}
+	outer := mustLock(t, ctx, l, name)
+	inner := mustLock(t, ctx, l, name)
+	h, held, err := in.Inspect(ctx, name)
+	if err != nil || !held {
+		t.Fatalf("Inspect while held: held=%v err=%v", held, err)
+	}
+	if h.Owner != outer.Owner() || h.Token != outer.Token() {
+		t.Fatalf("Inspect = %+v, want owner %q token %d", h, outer.Owner(), outer.Token())
+	}
+	mustUnlock(t, inner)
+	if _, held, _ := in.Inspect(ctx, name); !held {
+		t.Fatal("Inspect: free after the first of two Unlocks")
+	}
+	mustUnlock(t, outer)
+	if h, held, err := in.Inspect(ctx, name); err != nil || held {
+		t.Fatalf("Inspect after the last Unlock: %+v held=%v err=%v", h, held, err)
+	}
+}
+
+func (s suite) doneAndErr(t *testing.T) {
+	name := Name(t)
+	lease := mustLock(t, ctxT(t), s.h.New(t), name)
+	if lease.Name() != name {
+		t.Fatalf("Name() = %q, want %q", lease.Name(), name)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatal("Done closed while held")
+	default:
+	}
+	if err := lease.Err(); err != nil {
+		t.Fatalf("Err() while held = %v", err)
+	}
+	mustUnlock(t, lease)
+	select {
+	case <-lease.Done():
+	default:
+		t.Fatal("Done open after Unlock")
+	}
+	if err := lease.Err(); !errors.Is(err, dlock.ErrUnlocked) {
+		t.Fatalf("Err() after Unlock = %v, want ErrUnlocked", err)
+	}
+}
+
+func (s suite) do(t *testing.T) {
+	name := Name(t)
+	a, b := s.h.New(t), s.h.New(t)
+	ran := false
+	err := dlock.Do(ctxT(t), a, name, func(ctx context.Context) error {
+		ran = true
+		wantNotAcquired(t, b, name)
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("Do: ran=%v err=%v", ran, err)
+	}
+	mustUnlock(t, wantAcquired(t, b, name))
+
+	boom := errors.New("boom")
+	if err := dlock.Do(ctxT(t), a, name, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Do returned %v, want fn's error", err)
+	}
+	mustUnlock(t, wantAcquired(t, b, name))
+}

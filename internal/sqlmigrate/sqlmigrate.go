@@ -1,0 +1,76 @@
+// Package sqlmigrate applies embedded golang-migrate migrations to a
+// caller's *sql.DB over one connection it borrows, never closing the DB.
+package sqlmigrate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	"github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/database/postgres"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// Up applies every migration in fsys/<dialect> not yet recorded in table.
+func Up(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
+	return run(ctx, db, fsys, table, (*migrate.Migrate).Up)
+}
+
+// Down reverts every migration recorded in table.
+func Down(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
+	return run(ctx, db, fsys, table, (*migrate.Migrate).Down)
+}
+
+func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*migrate.Migrate) error) (err error) {
+	dialect, err := sqldialect.Detect(db)
+	if err != nil {
+		return err
+	}
+	dir, err := fs.Sub(fsys, dialect.String())
+	if err != nil {
+		return err
+	}
+	src, err := iofs.New(dir, ".")
+	if err != nil {
+		return fmt.Errorf("migrations for %s: %w", dialect, err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	var drv database.Driver
+	switch dialect {
+	case sqldialect.Postgres:
+		drv, err = postgres.WithConnection(ctx, conn, &postgres.Config{MigrationsTable: table})
+	case sqldialect.MySQL:
+		drv, err = mysql.WithConnection(ctx, conn, &mysql.Config{MigrationsTable: table})
+	}
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	m, err := migrate.NewWithInstance("iofs", src, dialect.String(), drv)
+	if err != nil {
+		drv.Close()
+		return err
+	}
+	// Close closes only the borrowed connection: the drivers were given a
+	// *sql.Conn, not the caller's *sql.DB.
+	defer func() {
+		srcErr, dbErr := m.Close()
+		err = errors.Join(err, srcErr, dbErr)
+	}()
+	stop := context.AfterFunc(ctx, func() { m.GracefulStop <- true })
+	defer stop()
+	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return err
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,179 @@
+// Package testenv finds the servers integration tests run against.
+//
+// The environment names the servers; each defaults to the local server on
+// its standard port:
+//
+//	DLOCK_PG_DSN      postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//	DLOCK_MYSQL_DSN   root@tcp(127.0.0.1:3306)/test?parseTime=true
+//	DLOCK_REDIS_ADDR  127.0.0.1:6379
+//	DLOCK_ZK_ADDRS    127.0.0.1:2181 (comma-separated)
+//
+// A server that does not answer skips the test with one uniform message, or
+// fails it when DLOCK_REQUIRE_SERVICES=1 (set by make test and CI). With no
+// server reachable and a Docker engine running, a container is started
+// instead (see docker.go).
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+)
+
+// Defaults for the env contract.
+const (
+	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	DefaultRedisAddr   = "127.0.0.1:6379"
+	DefaultZKAddrs     = "127.0.0.1:2181"
+)
+
+// Required reports whether a missing server fails the test instead of
+// skipping it.
+func Required() bool { return os.Getenv("DLOCK_REQUIRE_SERVICES") == "1" }
+
+// Unavailable skips t, or fails it when services are required, with the
+// one message every test uses for a missing server.
+func Unavailable(t testing.TB, what, where, envVar string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("dlock: %s not reachable at %s (%v); start it with scripts/services.sh up or set %s", what, where, err, envVar)
+	if Required() {
+		t.Fatal(msg + " [DLOCK_REQUIRE_SERVICES=1]")
+	}
+	t.Skip(msg)
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// PostgresDSN is the PostgreSQL DSN tests use.
+func PostgresDSN() string { return env("DLOCK_PG_DSN", DefaultPostgresDSN) }
+
+// MySQLDSN is the MySQL/MariaDB DSN tests use.
+func MySQLDSN() string { return env("DLOCK_MYSQL_DSN", DefaultMySQLDSN) }
+
+var (
+	dockerMu  sync.Mutex
+	dockerDSN = map[string]string{}
+)
+
+// Postgres opens the test PostgreSQL database; t.Cleanup closes it.
+func Postgres(t testing.TB) *sql.DB {
+	return open(t, "PostgreSQL", "pgx", PostgresDSN(), "DLOCK_PG_DSN")
+}
+
+// MySQL opens the test MySQL/MariaDB database; t.Cleanup closes it.
+func MySQL(t testing.TB) *sql.DB {
+	return open(t, "MySQL/MariaDB", "mysql", MySQLDSN(), "DLOCK_MYSQL_DSN")
+}
+
+// DSN returns the DSN Postgres or MySQL would open for driver ("pgx" or
+// "mysql"), after any Docker fallback.
+func DSN(driver string) string {
+	dockerMu.Lock()
+	defer dockerMu.Unlock()
+	if d, ok := dockerDSN[driver]; ok {
+		return d
+	}
+	if driver == "pgx" {
+		return PostgresDSN()
+	}
+	return MySQLDSN()
+}
+
+func open(t testing.TB, what, driver, dsn, envVar string) *sql.DB {
+	t.Helper()
+	dsn = DSN(driver)
+	db, err := sql.Open(driver, dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		if err != nil {
+			db.Close()
+		}
+	}
+	if err != nil {
+		alt, derr := dockerFallback(driver)
+		if derr != nil {
+			Unavailable(t, what, Redact(dsn), envVar, fmt.Errorf("%v; docker fallback: %v", err, derr))
+		}
+		dockerMu.Lock()
+		dockerDSN[driver] = alt
+		dockerMu.Unlock()
+		if db, err = sql.Open(driver, alt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// database/sql keeps 2 idle connections by default: concurrent tests
+	// would open a new connection (on PostgreSQL, a new process) for most
+	// statements. Keep as many as a test runs at once, as an application
+	// sized for its load would.
+	db.SetMaxIdleConns(64)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Redact hides a password in a DSN so it never reaches a log.
+func Redact(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				return dsn[:i+3] + rest[:c] + ":xxx" + rest[at:]
+			}
+		}
+		return dsn
+	}
+	if at := strings.LastIndex(dsn, "@"); at >= 0 {
+		if c := strings.Index(dsn[:at], ":"); c >= 0 {
+			return dsn[:c] + ":xxx" + dsn[at:]
+		}
+	}
+	return dsn
+}
+
+// RedisAddr returns the test Redis address after checking it answers.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	addr := env("DLOCK_REDIS_ADDR", DefaultRedisAddr)
+	if err := dial(addr); err != nil {
+		Unavailable(t, "Redis", addr, "DLOCK_REDIS_ADDR", err)
+	}
+	return addr
+}
+
+// ZKAddrs returns the test ZooKeeper addresses after checking one answers.
+func ZKAddrs(t testing.TB) []string {
+	t.Helper()
+	addrs := strings.Split(env("DLOCK_ZK_ADDRS", DefaultZKAddrs), ",")
+	var err error
+	for _, a := range addrs {
+		if err = dial(a); err == nil {
+			return addrs
+		}
+	}
+	Unavailable(t, "ZooKeeper", strings.Join(addrs, ","), "DLOCK_ZK_ADDRS", err)
+	return nil
+}
+
+func dial(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}

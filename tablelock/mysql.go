@@ -1,0 +1,126 @@
+package tablelock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/dlockhq/dlock"
+)
+
+// myAcquire inserts the row, takes over an expired one, or re-enters one
+// the owner holds, in one statement. ON DUPLICATE KEY UPDATE assigns left
+// to right and later expressions see earlier results, so owner is decided
+// first; after it, "owner = VALUES(owner)" means the lock is ours. The
+// token comes back through LAST_INSERT_ID(expr), which the server returns
+// in the statement's reply as the insert id: the token when acquired, 0
+// when another owner holds the lock. Times are UTC_TIMESTAMP(6), which no
+// session time zone changes. A row is live while expires_at is in the
+// future; release sets it to the epoch, so a free row is expired even for
+// a statement that started before the release and waited for its row lock.
+// Comparisons of owner are NULL-safe (<=>): a NULL must not pick IF's else.
+const myAcquire = `
+INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
+VALUES (?, ?, 1, LAST_INSERT_ID(1), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+	owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner), VALUES(owner), owner),
+	token       = IF(NOT owner <=> VALUES(owner), token + LAST_INSERT_ID(0),
+	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), LAST_INSERT_ID(token))),
+	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, reentry + 1)),
+	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
+	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
+
+// myRefresh extends a hold; the token pins it to one hold of the owner.
+const myRefresh = `
+UPDATE dlock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
+
+// myHeld confirms a hold when an UPDATE reported no changed rows: MySQL
+// counts changed rows, not matched ones, unless the DSN sets clientFoundRows.
+const myHeld = `
+SELECT 1 FROM dlock_locks
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
+
+// myRelease leaves one hold; the last one frees the row (owner NULL,
+// expires_at the epoch). Assignments see earlier ones, so owner and
+// expires_at test the decremented reentry.
+const myRelease = `
+UPDATE dlock_locks SET
+	reentry    = reentry - 1,
+	owner      = IF(reentry = 0, NULL, owner),
+	expires_at = IF(reentry = 0, '1970-01-01', expires_at)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
+
+const myInspect = `
+SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)`
+
+type mysql struct{ db *sql.DB }
+
+var (
+	_ dlock.Backend   = (*mysql)(nil)
+	_ dlock.Inspector = (*mysql)(nil)
+)
+
+func (m *mysql) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	ctx, cancel := acquireCtx(ctx)
+	defer cancel()
+	res, err := m.db.ExecContext(ctx, myAcquire, r.Name, r.Owner, micros(r.TTL))
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	// The holder's remaining lease would cost a second round trip on every
+	// poll; the backoff cap bounds the wait past an expiry instead.
+	return dlock.Grant{Acquired: token > 0, Token: uint64(token)}, nil
+}
+
+func (m *mysql) Refresh(ctx context.Context, h dlock.Hold) error {
+	res, err := m.db.ExecContext(ctx, myRefresh, micros(h.TTL), h.Name, h.Owner, h.Token)
+	if err != nil {
+		return err
+	}
+	return m.changed(ctx, res, h)
+}
+
+func (m *mysql) Release(ctx context.Context, h dlock.Hold) error {
+	res, err := m.db.ExecContext(ctx, myRelease, h.Name, h.Owner, h.Token)
+	if err != nil {
+		return err
+	}
+	return m.changed(ctx, res, h)
+}
+
+// changed maps an UPDATE's result to nil or ErrNotHeld.
+func (m *mysql) changed(ctx context.Context, res sql.Result, h dlock.Hold) error {
+	n, err := res.RowsAffected()
+	if err != nil || n > 0 {
+		return err
+	}
+	var one int
+	err = m.db.QueryRowContext(ctx, myHeld, h.Name, h.Owner, h.Token).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notHeld(h)
+	}
+	return err
+}
+
+func (m *mysql) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	var (
+		owner  string
+		token  uint64
+		leftUS int64
+	)
+	err := m.db.QueryRowContext(ctx, myInspect, name).Scan(&owner, &token, &leftUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return dlock.Holder{}, false, nil
+	}
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	return dlock.Holder{Owner: owner, Token: token, TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
+}

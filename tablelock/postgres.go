@@ -1,0 +1,144 @@
+package tablelock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/dlockhq/dlock"
+)
+
+// notifyChannel is the LISTEN/NOTIFY channel of releases; the payload is
+// the lock name.
+const notifyChannel = "dlock_locks"
+
+// pgAcquire inserts the row, takes over an expired one, or re-enters one
+// the owner holds, in one statement. A row is live while expires_at > now();
+// release sets expires_at to the epoch, so a free row is expired even for a
+// statement whose now() is older than the release.
+//
+// The upsert runs only when the row, read without a lock, looks free or
+// ours: ON CONFLICT DO UPDATE locks the row even when its WHERE fails, and
+// a row lock makes the attempt a write transaction with a WAL flush at
+// commit. Failed attempts stay read-only. When the lock is held by another
+// owner the last SELECT reports the holder's remaining lease.
+const pgAcquire = `
+WITH cur AS (
+	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
+), taken AS (
+	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
+	SELECT $1, $2::varchar, 1, 1, now(), now() + $3 * interval '1 microsecond'
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar)
+	ON CONFLICT (name) DO UPDATE SET
+		owner       = EXCLUDED.owner,
+		reentry     = CASE WHEN l.expires_at > now() THEN l.reentry + 1 ELSE 1 END,
+		token       = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+		acquired_at = CASE WHEN l.expires_at > now() THEN l.acquired_at ELSE now() END,
+		expires_at  = GREATEST(l.expires_at, EXCLUDED.expires_at)
+	WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+	RETURNING token
+)
+SELECT true, token, 0 FROM taken
+UNION ALL
+SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 0)::bigint
+FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
+
+// pgRefresh extends a hold; the token pins it to one hold of the owner.
+const pgRefresh = `
+UPDATE dlock_locks SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
+
+// pgRelease leaves one hold; the last one frees the row and notifies
+// waiters (delivered when the statement commits).
+const pgRelease = `
+WITH released AS (
+	UPDATE dlock_locks SET
+		reentry    = reentry - 1,
+		owner      = CASE WHEN reentry > 1 THEN owner END,
+		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
+	WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+	RETURNING reentry
+)
+SELECT CASE WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT NULL END FROM released`
+
+const pgInspect = `
+SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
+FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now()`
+
+type postgres struct {
+	db       *sql.DB
+	listener *listener
+}
+
+var (
+	_ dlock.Backend   = (*postgres)(nil)
+	_ dlock.Notifier  = (*postgres)(nil)
+	_ dlock.Inspector = (*postgres)(nil)
+)
+
+func (p *postgres) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	ctx, cancel := acquireCtx(ctx)
+	defer cancel()
+	var (
+		acquired bool
+		token    int64
+		leftUS   int64
+	)
+	err := p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Held by a row another transaction inserted after this
+		// statement's snapshot: taken, lease unknown.
+		return dlock.Grant{}, nil
+	}
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	g := dlock.Grant{Acquired: acquired, Token: uint64(token)}
+	if !acquired {
+		g.RetryAfter = time.Duration(max(leftUS, 0)) * time.Microsecond
+	}
+	return g, nil
+}
+
+func (p *postgres) Refresh(ctx context.Context, h dlock.Hold) error {
+	res, err := p.db.ExecContext(ctx, pgRefresh, h.Name, h.Owner, int64(h.Token), micros(h.TTL))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return notHeld(h)
+	}
+	return nil
+}
+
+func (p *postgres) Release(ctx context.Context, h dlock.Hold) error {
+	var notified sql.NullBool
+	err := p.db.QueryRowContext(ctx, pgRelease, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notHeld(h)
+	}
+	return err
+}
+
+func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	var (
+		owner  string
+		token  int64
+		leftUS int64
+	)
+	err := p.db.QueryRowContext(ctx, pgInspect, name).Scan(&owner, &token, &leftUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return dlock.Holder{}, false, nil
+	}
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
+}
+
+func (p *postgres) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return p.listener.subscribe(ctx, name)
+}
