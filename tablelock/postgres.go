@@ -19,17 +19,23 @@ const notifyChannel = "dlock_locks"
 // statement whose now() is older than the release.
 //
 // The upsert runs only when the row, read without a lock, looks free or
-// ours: ON CONFLICT DO UPDATE locks the row even when its WHERE fails, and
-// a row lock makes the attempt a write transaction with a WAL flush at
-// commit. Failed attempts stay read-only. When the lock is held by another
-// owner the last SELECT reports the holder's remaining lease.
+// ours, and only for one contender at a time: ON CONFLICT DO UPDATE locks
+// the row even when its WHERE fails, and a row lock makes the attempt a
+// write transaction with a WAL flush at commit, which would queue the next
+// release behind every waiter woken by the last one. The gate is a
+// transaction-level advisory lock (no WAL, gone when the statement
+// commits) on a hash of the name; CASE fixes the evaluation order. A
+// collision only makes an attempt retry. Failed attempts stay read-only;
+// the last SELECT reports the holder's remaining lease, or 1µs (retry at
+// once) when the gate turned the attempt away.
 const pgAcquire = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (
 	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
 	SELECT $1, $2::varchar, 1, 1, now(), now() + $3 * interval '1 microsecond'
-	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar)
+	WHERE CASE WHEN EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar) THEN false
+	           ELSE pg_try_advisory_xact_lock(` + gateClass + `, hashtext($1)) END
 	ON CONFLICT (name) DO UPDATE SET
 		owner       = EXCLUDED.owner,
 		reentry     = CASE WHEN l.expires_at > now() THEN l.reentry + 1 ELSE 1 END,
@@ -41,7 +47,7 @@ WITH cur AS (
 )
 SELECT true, token, 0 FROM taken
 UNION ALL
-SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 0)::bigint
+SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint
 FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
 
 // pgRefresh extends a hold; the token pins it to one hold of the owner.
@@ -65,6 +71,11 @@ SELECT CASE WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT 
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
 FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now()`
+
+// gateClass is the first key of the acquire gate's advisory lock, so it
+// shares no key with the application's own two-key advisory locks unless
+// they pick the same number.
+const gateClass = "1684827499" // "dloc" as a big-endian int32
 
 type postgres struct {
 	db       *sql.DB

@@ -1,0 +1,208 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+)
+
+func newClient(t *testing.T, m *memory, opts ...dlock.Option) *dlock.Client {
+	t.Helper()
+	c, err := dlock.NewClient(m, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// The suite's own check: the policy in Client over a correct backend
+// passes it.
+func TestConformanceInMemory(t *testing.T) {
+	m := newMemory()
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			return newClient(t, m, opts...)
+		},
+		SharedOwners: true,
+	})
+}
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{strings.Repeat("x", dlock.MaxNameLen), true},
+		{"锁", true},
+		{"", false},
+		{"a\x00", false},
+		{strings.Repeat("x", dlock.MaxNameLen+1), false},
+		{"\xc3", false},
+	} {
+		err := dlock.ValidateName(tc.name)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, dlock.ErrInvalidName)) {
+			t.Errorf("ValidateName(%q) = %v", tc.name, err)
+		}
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for what, opt := range map[string]dlock.Option{
+		"zero TTL":     dlock.WithTTL(0),
+		"negative TTL": dlock.WithTTL(-time.Second),
+		"NUL owner":    dlock.WithOwner("a\x00b"),
+		"long owner":   dlock.WithOwner(strings.Repeat("o", 256)),
+		"nil option":   nil,
+	} {
+		if _, err := dlock.NewClient(newMemory(), opt); err == nil {
+			t.Errorf("%s: NewClient accepted it", what)
+		}
+	}
+	if _, err := dlock.NewClient(nil); err == nil {
+		t.Error("NewClient(nil) accepted a nil backend")
+	}
+}
+
+func TestExponentialBackoff(t *testing.T) {
+	b := dlock.ExponentialBackoff(time.Millisecond, 100*time.Millisecond)
+	for attempt := range 200 {
+		limit := 100 * time.Millisecond
+		if attempt < 7 {
+			limit = time.Millisecond << attempt
+		}
+		for range 20 {
+			if d := b(attempt); d <= 0 || d > limit {
+				t.Fatalf("attempt %d: %v outside (0, %v]", attempt, d, limit)
+			}
+		}
+	}
+}
+
+// A lease whose renewals fail ends before its TTL runs out on the server:
+// the client deadline counts from when the acquire was sent.
+func TestRenewalFailureLosesLeaseBeforeServerExpiry(t *testing.T) {
+	m := newMemory()
+	ttl := 600 * time.Millisecond
+	c := newClient(t, m, dlock.WithTTL(ttl))
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fail(errUnreachable)
+	<-lease.Done()
+	if err := lease.Err(); !errors.Is(err, dlock.ErrLost) || !errors.Is(err, errUnreachable) {
+		t.Fatalf("Err() = %v, want ErrLost wrapping the renewal error", err)
+	}
+	m.fail(nil)
+	if h, held, _ := m.Inspect(context.Background(), "x"); held && h.TTL <= 0 {
+		t.Fatalf("server expiry passed before Done closed: %+v", h)
+	}
+	if err := lease.Unlock(context.Background()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of a lost lease: %v, want ErrNotHeld", err)
+	}
+}
+
+// The watchdog renews; a lease outlives several TTLs while held.
+func TestWatchdogRenews(t *testing.T) {
+	m := newMemory()
+	ttl := 300 * time.Millisecond
+	c := newClient(t, m, dlock.WithTTL(ttl))
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("lease ended while renewed: %v", lease.Err())
+	case <-time.After(4 * ttl):
+	}
+	m.mu.Lock()
+	n := m.refreshN
+	m.mu.Unlock()
+	if n < 3 {
+		t.Fatalf("%d renewals in 4 TTLs, want at least 3", n)
+	}
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A renewal that finds the lock taken over ends the lease at once, with
+// ErrNotHeld as the cause.
+func TestStolenLockEndsLease(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m, dlock.WithTTL(300*time.Millisecond))
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.stolen("x")
+	<-lease.Done()
+	if err := lease.Err(); !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Err() = %v, want ErrLost and ErrNotHeld", err)
+	}
+}
+
+// Do cancels fn's context when the lease is lost and reports the loss.
+func TestDoCancelsWorkOnLoss(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m, dlock.WithTTL(300*time.Millisecond))
+	err := dlock.Do(context.Background(), c, "x", func(ctx context.Context) error {
+		m.stolen("x")
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), dlock.ErrLost) {
+			t.Errorf("work ctx cause = %v, want ErrLost", context.Cause(ctx))
+		}
+		return nil
+	})
+	if !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want ErrLost", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m)
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Err(); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("lease Err after Close = %v, want ErrClosed", err)
+	}
+	if _, held, _ := m.Inspect(context.Background(), "x"); held {
+		t.Fatal("Close left the lock held on the server")
+	}
+	if _, err := c.TryLock(context.Background(), "x"); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("TryLock after Close = %v, want ErrClosed", err)
+	}
+}
+
+// A Lock waiting for another owner returns ErrClosed when its Locker closes.
+func TestCloseWakesWaiters(t *testing.T) {
+	m := newMemory()
+	holder, waiter := newClient(t, m), newClient(t, m)
+	if _, err := holder.Lock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := waiter.Lock(context.Background(), "x")
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	waiter.Close(context.Background())
+	if err := <-errc; !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("waiting Lock after Close = %v, want ErrClosed", err)
+	}
+}

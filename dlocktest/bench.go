@@ -1,0 +1,151 @@
+package dlocktest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+)
+
+// RoundTrip is one bare request to the backend's server (PING, SELECT 1,
+// exists): the unit benchmark figures are quoted in, so they hold on any
+// machine.
+type RoundTrip func(ctx context.Context) error
+
+// BenchUncontended is workload W1: one client locks and unlocks a name in a
+// loop. Each iteration also times one bare round trip, interleaved, so both
+// see the same machine. Metrics: ns/cycle, rtt-ns and rtts/cycle.
+func BenchUncontended(b *testing.B, l dlock.Locker, rtt RoundTrip) {
+	ctx := context.Background()
+	name := Name(b)
+	var cycle, trip time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := rtt(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cycle += time.Since(t1)
+		trip += t1.Sub(t0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cycle.Nanoseconds())/float64(b.N), "ns/cycle")
+	b.ReportMetric(float64(trip.Nanoseconds())/float64(b.N), "rtt-ns")
+	b.ReportMetric(float64(cycle)/float64(trip), "rtts/cycle")
+}
+
+// BenchContended is workload W2: each of the lockers (give each its own
+// connection, as separate processes would have) takes one name in turn,
+// b.N acquisitions in all; each hold is a read-modify-write of a shared
+// counter. Metrics: acq/s, the mean hand-off gap (from one holder's Unlock
+// returning to the next holder's Lock returning) in ns and in round trips
+// (rtt measured before the run), lost updates and violations, which must
+// both be 0.
+func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
+	ctx := context.Background()
+	name := Name(b)
+	trip := measureRTT(b, rtt)
+
+	var (
+		next        atomic.Int64
+		counter     atomic.Int64
+		inside      atomic.Int32
+		violations  atomic.Int64
+		released    atomic.Int64 // ns since base of the last Unlock's return, 0 if none pending
+		gapSum      atomic.Int64
+		gaps        atomic.Int64
+		wg          sync.WaitGroup
+		errMu       sync.Mutex
+		firstErr    error
+		base        = time.Now()
+		recordError = func(err error) {
+			errMu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			errMu.Unlock()
+		}
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for _, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					recordError(err)
+					return
+				}
+				now := int64(time.Since(base))
+				if r := released.Swap(0); r != 0 {
+					gapSum.Add(max(now-r, 0))
+					gaps.Add(1)
+				}
+				if inside.Add(1) != 1 {
+					violations.Add(1)
+				}
+				v := counter.Load()
+				counter.Store(v + 1)
+				inside.Add(-1)
+				if err := lease.Unlock(ctx); err != nil {
+					recordError(err)
+					return
+				}
+				released.Store(int64(time.Since(base)))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	lost := int64(b.N) - counter.Load()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	if n := gaps.Load(); n > 0 {
+		gap := float64(gapSum.Load()) / float64(n)
+		b.ReportMetric(gap, "gap-ns")
+		b.ReportMetric(gap/float64(trip), "gap-rtts")
+	}
+	b.ReportMetric(float64(trip), "rtt-ns")
+	b.ReportMetric(float64(lost), "lost-updates")
+	b.ReportMetric(float64(violations.Load()), "violations")
+	if lost != 0 || violations.Load() != 0 {
+		b.Errorf("mutual exclusion failed: %d lost updates, %d violations", lost, violations.Load())
+	}
+}
+
+// measureRTT is the median of a few bare round trips.
+func measureRTT(b *testing.B, rtt RoundTrip) time.Duration {
+	b.Helper()
+	const n = 51
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		t0 := time.Now()
+		if err := rtt(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(t0)
+	}
+	for i := 1; i < n; i++ { // insertion sort: n is tiny
+		for j := i; j > 0 && ds[j] < ds[j-1]; j-- {
+			ds[j], ds[j-1] = ds[j-1], ds[j]
+		}
+	}
+	return ds[n/2]
+}

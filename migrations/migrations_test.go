@@ -1,0 +1,125 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/migrations"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+func columns(t *testing.T, db *sql.DB, driver string) []string {
+	t.Helper()
+	q := `SELECT column_name FROM information_schema.columns
+	      WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`
+	if driver == "mysql" {
+		q = `SELECT column_name FROM information_schema.columns
+		     WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position`
+	}
+	rows, err := db.QueryContext(context.Background(), q, tablelock.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cols
+}
+
+// The schema the code uses is exactly what the migrations create, and up →
+// down → up is clean.
+func TestDrift(t *testing.T) {
+	for _, driver := range []string{"pgx", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			db := testenv.Fresh(t, driver)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for round := 1; round <= 2; round++ {
+				if err := migrations.Up(ctx, db); err != nil {
+					t.Fatalf("up #%d: %v", round, err)
+				}
+				if err := migrations.Up(ctx, db); err != nil {
+					t.Fatalf("up #%d again (no change): %v", round, err)
+				}
+				if got := columns(t, db, driver); !slices.Equal(got, tablelock.Columns) {
+					t.Fatalf("up #%d: %s has columns %v, the code uses %v", round, tablelock.Table, got, tablelock.Columns)
+				}
+				// The code's statements run against the migrated schema.
+				l, err := tablelock.New(db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lease, err := l.Lock(ctx, "drift")
+				if err != nil {
+					t.Fatalf("lock on the migrated schema: %v", err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				l.Close(ctx)
+				if err := migrations.Down(ctx, db); err != nil {
+					t.Fatalf("down #%d: %v", round, err)
+				}
+				if got := columns(t, db, driver); len(got) != 0 {
+					t.Fatalf("down #%d left %s with columns %v", round, tablelock.Table, got)
+				}
+			}
+		})
+	}
+}
+
+// Every migration has both directions, and each MySQL file is one
+// statement (MySQL cannot roll back DDL: a file that fails halfway would
+// leave the schema between versions).
+func TestMigrationFiles(t *testing.T) {
+	for _, dialect := range []string{"postgres", "mysql"} {
+		files, err := fs.Glob(migrations.FS, dialect+"/*.sql")
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no migrations (%v)", dialect, err)
+		}
+		for _, f := range files {
+			other := strings.Replace(f, ".up.sql", ".down.sql", 1)
+			if strings.HasSuffix(f, ".down.sql") {
+				other = strings.Replace(f, ".down.sql", ".up.sql", 1)
+			}
+			if !slices.Contains(files, other) {
+				t.Errorf("%s has no %s", f, path.Base(other))
+			}
+			if dialect != "mysql" {
+				continue
+			}
+			body, _ := fs.ReadFile(migrations.FS, f)
+			if n := statements(string(body)); n != 1 {
+				t.Errorf("%s has %d statements, want 1", f, n)
+			}
+		}
+	}
+}
+
+// statements counts the SQL statements in body, ignoring -- comments.
+func statements(body string) int {
+	n := 0
+	for _, line := range strings.Split(body, "\n") {
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		n += strings.Count(line, ";")
+	}
+	return n
+}

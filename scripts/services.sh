@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Makes the servers dlock's tests and demo need reachable on this machine.
+#
+#   scripts/services.sh up          PostgreSQL, MariaDB/MySQL, Redis, ZooKeeper
+#   scripts/services.sh zk-ensemble a 3-node ZooKeeper ensemble (2191-2193)
+#   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
+#   scripts/services.sh status      which ports answer
+#   scripts/services.sh down        stops what this script started
+#
+# Idempotent: a server already answering on its port is left alone. Only
+# loopback addresses are used. State lives under $DLOCK_SERVICES_DIR
+# (default /tmp/dlock-services).
+set -euo pipefail
+
+DIR="${DLOCK_SERVICES_DIR:-/tmp/dlock-services}"
+mkdir -p "$DIR"
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() { # port name seconds
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		port_open "$1" && return 0
+		sleep 0.1
+	done
+	log "$2 did not answer on 127.0.0.1:$1 within $3s"
+	return 1
+}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+postgres_up() {
+	port_open 5432 && return 0
+	if command -v pg_ctlcluster >/dev/null; then
+		local v
+		v=$(ls /etc/postgresql | sort -V | tail -1)
+		log "starting PostgreSQL $v"
+		as_root pg_ctlcluster --skip-systemctl-redirect "$v" main start
+	else
+		log "PostgreSQL is not installed (apt-get install postgresql)"
+		return 1
+	fi
+	wait_port 5432 PostgreSQL 30
+}
+
+mysql_up() {
+	port_open 3306 && return 0
+	if [ -x /usr/sbin/mariadbd ]; then
+		log "starting MariaDB"
+		as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+	elif [ -x /usr/sbin/mysqld ]; then
+		log "starting MySQL"
+		as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mysqld
+	else
+		log "MariaDB/MySQL is not installed (apt-get install mariadb-server)"
+		return 1
+	fi
+	wait_port 3306 MariaDB 60
+}
+
+redis_start() { # port
+	port_open "$1" && return 0
+	command -v redis-server >/dev/null || { log "redis-server is not installed (apt-get install redis-server)"; return 1; }
+	log "starting Redis on $1"
+	mkdir -p "$DIR/redis-$1"
+	redis-server --daemonize yes --bind 127.0.0.1 --port "$1" --save "" --appendonly no \
+		--dir "$DIR/redis-$1" --logfile "$DIR/redis-$1/redis.log" --pidfile "$DIR/redis-$1/redis.pid"
+	wait_port "$1" Redis 10
+}
+
+zk_install() {
+	[ -f /usr/share/java/zookeeper.jar ] && return 0
+	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+		log "ZooKeeper is not installed and this is not root: apt-get install zookeeper"
+		return 1
+	fi
+	log "installing Debian's zookeeper package"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >"$DIR/apt.log" 2>&1 ||
+		{ as_root apt-get update -q >>"$DIR/apt.log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >>"$DIR/apt.log" 2>&1; } ||
+		{ log "apt-get install zookeeper failed, see $DIR/apt.log"; return 1; }
+}
+
+# zk_start NAME CLIENT_PORT [SERVERS...]: one ZooKeeper JVM with its own
+# config and data dir. SERVERS are "id:peer:election" for an ensemble.
+zk_start() {
+	local name=$1 port=$2 id=${3:-}
+	shift 3 || shift $#
+	port_open "$port" && return 0
+	local d="$DIR/$name"
+	rm -rf "$d" && mkdir -p "$d/data"
+	cat >"$d/zoo.cfg" <<-EOF
+		tickTime=200
+		minSessionTimeout=400
+		maxSessionTimeout=30000
+		initLimit=50
+		syncLimit=25
+		dataDir=$d/data
+		clientPort=$port
+		clientPortAddress=127.0.0.1
+		admin.enableServer=false
+		4lw.commands.whitelist=ruok,srvr,stat,mntr,cons
+		maxClientCnxns=0
+	EOF
+	if [ -n "$id" ]; then
+		echo "$id" >"$d/data/myid"
+		local s
+		for s in "$@"; do
+			IFS=: read -r sid peer election <<<"$s"
+			echo "server.$sid=127.0.0.1:$peer:$election" >>"$d/zoo.cfg"
+		done
+	fi
+	local cp="$d:/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+	for jar in /usr/share/java/zookeeper-jute.jar /usr/share/java/netty*.jar /usr/share/java/slf4j-api.jar /usr/share/java/commons-cli.jar /usr/share/java/jline.jar /usr/share/java/metrics-core.jar /usr/share/java/snappy-java.jar /usr/share/java/audience-annotations.jar; do
+		[ -f "$jar" ] && cp="$cp:$jar"
+	done
+	log "starting ZooKeeper $name on $port"
+	nohup java -Xmx256m -Dzookeeper.log.dir="$d" -cp "$cp" \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/zk.log" 2>&1 </dev/null &
+	echo $! >"$d/pid"
+}
+
+zk_ok() { # port
+	local r
+	r=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && timeout 2 cat <&3) 2>/dev/null || true)
+	[ "$r" = imok ]
+}
+
+zk_wait() { # port seconds
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		zk_ok "$1" && return 0
+		sleep 0.1
+	done
+	log "ZooKeeper did not answer ruok on 127.0.0.1:$1 within $2s (logs in $DIR)"
+	return 1
+}
+
+zk_up() {
+	zk_ok 2181 && return 0
+	zk_install
+	zk_start zk 2181 ""
+	zk_wait 2181 60
+}
+
+zk_ensemble() {
+	zk_install
+	local servers=(1:2891:3891 2:2892:3892 3:2893:3893) i
+	for i in 1 2 3; do
+		zk_start "zk-ens$i" "219$i" "$i" "${servers[@]}"
+	done
+	for i in 1 2 3; do zk_wait "219$i" 90; done
+}
+
+redis_extra() {
+	local p
+	for p in 6380 6381 6382 6383 6384; do redis_start "$p"; done
+}
+
+status() {
+	local p
+	for p in 5432 3306 6379 2181 2191 2192 2193 6380 6381 6382 6383 6384; do
+		if port_open "$p"; then echo "127.0.0.1:$p up"; else echo "127.0.0.1:$p down"; fi
+	done
+}
+
+down() {
+	local f
+	for f in "$DIR"/*/pid "$DIR"/redis-*/redis.pid; do
+		[ -f "$f" ] || continue
+		kill "$(cat "$f")" 2>/dev/null || true
+		rm -f "$f"
+	done
+}
+
+case "${1:-up}" in
+up)
+	postgres_up
+	mysql_up
+	redis_start 6379
+	zk_up
+	;;
+zk-ensemble) zk_ensemble ;;
+redis-extra) redis_extra ;;
+status) status ;;
+down) down ;;
+*)
+	echo "usage: $0 up|zk-ensemble|redis-extra|status|down" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,249 @@
+package tablelock_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// noIO is a database/sql driver that fails the test's expectations by
+// existing: any connection attempt through it is I/O that must not happen.
+type noIO struct{}
+
+func (noIO) Open(string) (driver.Conn, error) { return nil, errors.New("noIO: opened a connection") }
+
+func init() { sql.Register("dlock-noio", noIO{}) }
+
+func TestBadInputBeforeIO(t *testing.T) {
+	if _, err := tablelock.New(nil); err == nil {
+		t.Error("New(nil) accepted a nil *sql.DB")
+	}
+	unknown, _ := sql.Open("dlock-noio", "")
+	if _, err := tablelock.New(unknown); err == nil || !strings.Contains(err.Error(), "unsupported database/sql driver") {
+		t.Errorf("New with an unknown driver: %v", err)
+	}
+	// A database that cannot be reached: if any of these did I/O the
+	// error would be a connection error, not the validation error.
+	unreachable, _ := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	defer unreachable.Close()
+	if _, err := tablelock.New(unreachable, dlock.WithTTL(0)); err == nil || !strings.Contains(err.Error(), "TTL must be positive") {
+		t.Errorf("TTL 0: %v", err)
+	}
+	if _, err := tablelock.New(unreachable, dlock.WithTTL(-time.Second)); err == nil {
+		t.Error("negative TTL accepted")
+	}
+	l, err := tablelock.New(unreachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for what, name := range map[string]string{
+		"empty": "", "NUL": "a\x00b", "256 bytes": strings.Repeat("n", 256),
+	} {
+		if _, err := l.Lock(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("Lock(%s) = %v, want ErrInvalidName", what, err)
+		}
+		if _, err := l.TryLock(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("TryLock(%s) = %v, want ErrInvalidName", what, err)
+		}
+		if _, _, err := l.Inspect(ctx, name); !errors.Is(err, dlock.ErrInvalidName) {
+			t.Errorf("Inspect(%s) = %v, want ErrInvalidName", what, err)
+		}
+	}
+}
+
+// crashChildEnv makes the test binary a lock holder (see crashHolder).
+const crashChildEnv = "DLOCK_TABLELOCK_CRASH_CHILD"
+
+// crashHolder is the child side of TestCrash (run from TestMain): it takes
+// the lock named in its environment, reports the token and waits to be
+// killed.
+func crashHolder(spec string) {
+	dialect, name, _ := strings.Cut(spec, ":")
+	driverName := "pgx"
+	if dialect == "mysql" {
+		driverName = "mysql"
+	}
+	db, err := sql.Open(driverName, testenv.DSN(driverName))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	l, err := tablelock.New(db, dlock.WithTTL(time.Second))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	lease, err := l.Lock(context.Background(), name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Printf("LOCKED %d\n", lease.Token())
+	select {} // killed here
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(crashChildEnv); spec != "" {
+		crashHolder(spec)
+	}
+	os.Exit(m.Run())
+}
+
+// A holder process killed with SIGKILL mid-hold: the lock stays held for
+// its TTL (nobody can know the process is gone), then another process
+// takes it with a larger token.
+func TestCrash(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := migrated(t, d.open)
+			name := dlocktest.Name(t)
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+d.name+":"+name)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			var childToken uint64
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if tok, ok := strings.CutPrefix(sc.Text(), "LOCKED "); ok {
+					childToken, _ = strconv.ParseUint(tok, 10, 64)
+					break
+				}
+			}
+			if childToken == 0 {
+				t.Fatalf("child did not report a lock: %v", sc.Err())
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Wait()
+
+			l := newLocker(t, db)
+			if h, held, err := l.Inspect(context.Background(), name); err != nil || !held || h.Token != childToken {
+				t.Fatalf("right after the kill: holder %+v held=%v err=%v, want the child's token %d", h, held, err, childToken)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lease.Unlock(context.Background())
+			if lease.Token() <= childToken {
+				t.Fatalf("token %d after the crashed holder's %d", lease.Token(), childToken)
+			}
+		})
+	}
+}
+
+// viaProxy opens d's database through a loopback proxy that can cut it.
+func viaProxy(t *testing.T, dialect string) (*sql.DB, *testenv.Proxy) {
+	t.Helper()
+	var driverName, dsn string
+	var p *testenv.Proxy
+	switch dialect {
+	case "postgres":
+		u, err := url.Parse(testenv.DSN("pgx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = testenv.NewProxy(t, u.Host)
+		u.Host = p.Addr()
+		driverName, dsn = "pgx", u.String()
+	case "mysql":
+		cfg, err := gomysql.ParseDSN(testenv.DSN("mysql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = testenv.NewProxy(t, cfg.Addr)
+		cfg.Addr = p.Addr()
+		cfg.Timeout = time.Second
+		// The driver logs each cut connection; the test expects them.
+		gomysql.SetLogger(log.New(io.Discard, "", 0))
+		driverName, dsn = "mysql", cfg.FormatDSN()
+	}
+	db, err := sql.Open(driverName, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, p
+}
+
+// Cutting the holder's connections: Done closes, with ErrLost, before the
+// lease expires on the server, so the holder stops before anyone else can
+// take the lock.
+func TestLostRenewal(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			direct := migrated(t, d.open)
+			viaDB, proxy := viaProxy(t, d.name)
+			name := dlocktest.Name(t)
+			holder := newLocker(t, viaDB, dlock.WithTTL(3*time.Second))
+			observer := newLocker(t, direct)
+			ctx := context.Background()
+			lease, err := holder.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			proxy.Cut()
+			sent := time.Now()
+			h, held, err := observer.Inspect(ctx, name)
+			if err != nil || !held {
+				t.Fatalf("Inspect after the cut: held=%v err=%v", held, err)
+			}
+			serverExpiry := sent.Add(h.TTL) // no later renewal can reach the server
+
+			select {
+			case <-lease.Done():
+			case <-time.After(dlocktest.Timeout):
+				t.Fatal("Done did not close after the connection was cut")
+			}
+			if lostAt := time.Now(); !lostAt.Before(serverExpiry) {
+				t.Errorf("Done closed %v after the server-side expiry", lostAt.Sub(serverExpiry))
+			}
+			if err := lease.Err(); !errors.Is(err, dlock.ErrLost) {
+				t.Fatalf("Err() = %v, want ErrLost", err)
+			}
+			if err := lease.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+				t.Fatalf("Unlock after loss = %v, want ErrNotHeld", err)
+			}
+			// Once the server lease runs out, another owner takes over.
+			next, err := observer.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Token() <= lease.Token() {
+				t.Fatalf("token %d after the lost lease's %d", next.Token(), lease.Token())
+			}
+			next.Unlock(ctx)
+		})
+	}
+}
