@@ -43,4 +43,3 @@ func BenchmarkContended(b *testing.B) {
 		})
 	}
 }
-

@@ -72,12 +72,12 @@ var (
 
 // Postgres opens the test PostgreSQL database; t.Cleanup closes it.
 func Postgres(t testing.TB) *sql.DB {
-	return open(t, "PostgreSQL", "pgx", PostgresDSN(), "DLOCK_PG_DSN")
+	return open(t, "PostgreSQL", "pgx", "DLOCK_PG_DSN")
 }
 
 // MySQL opens the test MySQL/MariaDB database; t.Cleanup closes it.
 func MySQL(t testing.TB) *sql.DB {
-	return open(t, "MySQL/MariaDB", "mysql", MySQLDSN(), "DLOCK_MYSQL_DSN")
+	return open(t, "MySQL/MariaDB", "mysql", "DLOCK_MYSQL_DSN")
 }
 
 // DSN returns the DSN Postgres or MySQL would open for driver ("pgx" or
@@ -94,9 +94,9 @@ func DSN(driver string) string {
 	return MySQLDSN()
 }
 
-func open(t testing.TB, what, driver, dsn, envVar string) *sql.DB {
+func open(t testing.TB, what, driver, envVar string) *sql.DB {
 	t.Helper()
-	dsn = DSN(driver)
+	dsn := DSN(driver)
 	db, err := sql.Open(driver, dsn)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,32 @@
+# dlock: make test runs what CI runs; make demo shows the locks at work.
+GO          ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCH_COUNT ?= 5
+BENCH_OUT   ?= bench/raw.txt
+
+.PHONY: all services test lint bench demo
+
+all: lint test
+
+# Start (and install where missing) the servers tests and the demo use.
+services:
+	scripts/services.sh up
+
+# The whole suite against real servers, race detector on; a missing server
+# fails instead of skipping.
+test: services
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+# Benchmarks W1 (uncontended) and W2 (contended) for every backend; the raw
+# output (benchstat format) is kept in $(BENCH_OUT).
+bench: services
+	@mkdir -p $(dir $(BENCH_OUT))
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
+
+demo: services
+	$(GO) run ./cmd/handoff
