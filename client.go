@@ -45,7 +45,8 @@ type hold struct {
 	leases   map[*lease]struct{}
 	deadline time.Time // monotonic: the lease is lost unless renewed by then
 	ctx      context.Context
-	cancel   context.CancelFunc // stops the watchdog and any refresh
+	cancel   context.CancelFunc // stops the watchdog
+	watched  chan struct{}      // closed when the watchdog has exited
 }
 
 // NewClient returns a Client over b with the given options. It fails, with
@@ -228,12 +229,14 @@ func (c *Client) grant(h *hold, g Grant, sent time.Time) (Lease, error) {
 	h.state = held
 	h.deadline = sent.Add(h.TTL - drift(h.TTL))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.watched = make(chan struct{})
 	h.leases = make(map[*lease]struct{})
 	l := h.newLease(c)
 	close(h.settled)
 	if c.closed {
 		// Close ran while this acquire was in flight.
 		l.end(ErrClosed)
+		close(h.watched)
 		c.mu.Unlock()
 		c.endHold(h, ErrClosed)
 		return nil, ErrClosed
@@ -257,8 +260,13 @@ func drift(ttl time.Duration) time.Duration {
 // watch renews h every TTL/3 (when auto-renewal is on) and ends it when its
 // deadline passes unconfirmed, the server says it is gone, or the backend
 // reports the hold lost.
+//
+// A refresh in flight is never cancelled by Unlock: Unlock stops the
+// watchdog and waits for it, so a release never overlaps a refresh (on a
+// pinned connection, cancelling a statement can end the session).
 func (c *Client) watch(h *hold, lost <-chan error) {
 	defer c.wg.Done()
+	defer close(h.watched)
 	interval := h.TTL / 3
 	var renewC <-chan time.Time
 	var renew *time.Timer
@@ -297,15 +305,15 @@ func (c *Client) watch(h *hold, lost <-chan error) {
 			return
 		case <-renewC:
 			expire.Stop()
-			ctx, cancel := context.WithDeadline(h.ctx, deadline)
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			err := c.refresh(ctx, h)
 			cancel()
 			switch {
+			case h.ctx.Err() != nil:
+				return
 			case err == nil:
 				failures, lastErr = 0, nil
 				renew.Reset(interval)
-			case h.ctx.Err() != nil:
-				return
 			case errors.Is(err, ErrNotHeld):
 				c.lose(h, err)
 				return
@@ -412,6 +420,7 @@ func (c *Client) Close(ctx context.Context) error {
 
 	var errs []error
 	for _, h := range ended {
+		<-h.watched
 		if err := c.backend.Release(ctx, h.Hold); err != nil && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, fmt.Errorf("dlock: release %q: %w", h.Name, err))
 		}
@@ -493,6 +502,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 	h.cancel()
 	c.mu.Unlock()
 
+	<-h.watched
 	err := c.backend.Release(ctx, h.Hold)
 	c.settle(h)
 	if err != nil {

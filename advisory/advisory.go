@@ -1,0 +1,209 @@
+package advisory
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// ErrPoolExhausted is returned by TryLock when db's pool is bounded
+// (db.SetMaxOpenConns) and every connection is in use, for instance pinned
+// by held locks. Lock waits for a connection instead.
+var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
+
+// cancelTimeout bounds the request that cancels a waiting statement.
+const cancelTimeout = 5 * time.Second
+
+// Locker is an advisory lock client for one owner. Each Locker is its own
+// owner: advisory locks belong to sessions, not to owner ids.
+type Locker struct {
+	*dlock.Client
+}
+
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
+
+// New returns a Locker on db, a PostgreSQL 14+ database opened with
+// github.com/jackc/pgx/v5/stdlib or a MySQL/MariaDB database opened with
+// github.com/go-sql-driver/mysql, whose schema is at the latest migration
+// of package migrations. New does no I/O. db stays the caller's.
+func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
+	if db == nil {
+		return nil, errors.New("advisory: nil *sql.DB")
+	}
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return nil, fmt.Errorf("advisory: %w", err)
+	}
+	b := &backend{db: db}
+	switch d {
+	case sqldialect.Postgres:
+		b.d = postgres{}
+	case sqldialect.MySQL:
+		b.d = mysql{}
+	}
+	c, err := dlock.NewClient(b, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Client: c}, nil
+}
+
+// session is a pinned connection and the session settings a hold changed,
+// to put back before the connection returns to the pool.
+type session struct {
+	conn  *sql.Conn
+	saved [2]string
+}
+
+// dialect is one database's advisory lock statements. Every method runs on
+// the session it is given.
+type dialect interface {
+	// try takes name without waiting and, when it got it, returns a new
+	// token and sets the session's idle timeout to ttl.
+	try(ctx context.Context, s *session, r dlock.Request) (token uint64, ok bool, err error)
+	// sessionID names s to cancelStatement.
+	sessionID(ctx context.Context, s *session) (int64, error)
+	// wait takes name, waiting in the server's queue; then as try.
+	wait(ctx context.Context, s *session, r dlock.Request) (token uint64, err error)
+	// cancelStatement stops the statement session id runs, from another
+	// connection of db.
+	cancelStatement(ctx context.Context, db *sql.DB, id int64) error
+	ping(ctx context.Context, s *session) error
+	// release unlocks name and restores the session's settings; ok is
+	// false when the session did not hold name.
+	release(ctx context.Context, s *session, name string) (ok bool, err error)
+	holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error)
+}
+
+// backend implements dlock.Backend; a hold's Handle is its *session.
+type backend struct {
+	db *sql.DB
+	d  dialect
+}
+
+var (
+	_ dlock.Backend   = (*backend)(nil)
+	_ dlock.Blocker   = (*backend)(nil)
+	_ dlock.Inspector = (*backend)(nil)
+)
+
+// discard closes conn without returning it to the pool: its session ends
+// on the server, and every lock it held with it.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	if s := b.db.Stats(); s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
+		return dlock.Grant{}, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, s.MaxOpenConnections)
+	}
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	// The attempt does not wait, so it is not cancelled midway: a
+	// cancelled statement would leave its outcome unknown.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	defer cancel()
+	s := &session{conn: conn}
+	token, ok, err := b.d.try(tctx, s, r)
+	if err != nil {
+		discard(conn)
+		return dlock.Grant{}, err
+	}
+	if !ok {
+		conn.Close()
+		return dlock.Grant{}, nil
+	}
+	return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+}
+
+func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	s := &session{conn: conn}
+	token, ok, err := b.d.try(tctx, s, r)
+	cancel()
+	if err != nil {
+		discard(conn)
+		return dlock.Grant{}, err
+	}
+	if ok {
+		return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+	}
+
+	id, err := b.d.sessionID(ctx, s)
+	if err != nil {
+		discard(conn)
+		return dlock.Grant{}, err
+	}
+	// The wait runs detached from ctx; when ctx ends the statement is
+	// cancelled on the server, from another connection. Then the outcome
+	// is unknown (the lock may have been granted as the cancel arrived),
+	// so the session is discarded, which releases whatever it holds.
+	stop := context.AfterFunc(ctx, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+		defer cancel()
+		_ = b.d.cancelStatement(cctx, b.db, id)
+	})
+	token, err = b.d.wait(context.WithoutCancel(ctx), s, r)
+	if !stop() {
+		discard(conn)
+		return dlock.Grant{}, errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		discard(conn)
+		return dlock.Grant{}, err
+	}
+	return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+}
+
+// Refresh pings the pinned connection, which also restarts the server's
+// idle timer. A failed ping means the session, and the lock with it, may
+// be gone: the connection is discarded and the lease reported not held.
+func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+	s := h.Handle.(*session)
+	if err := b.d.ping(ctx, s); err != nil {
+		if ctx.Err() != nil {
+			return err // slow, not necessarily gone: retried until the deadline
+		}
+		discard(s.conn)
+		return fmt.Errorf("%w: session of %q ended: %w", dlock.ErrNotHeld, h.Name, err)
+	}
+	return nil
+}
+
+func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+	s := h.Handle.(*session)
+	conn := s.conn
+	ok, err := b.d.release(ctx, s, h.Name)
+	if err != nil {
+		// Unknown state: ending the session releases the lock for sure.
+		discard(conn)
+		return err
+	}
+	if !ok {
+		discard(conn)
+		return fmt.Errorf("%w: the session no longer held %q", dlock.ErrNotHeld, h.Name)
+	}
+	return conn.Close()
+}
+
+func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	return b.d.holder(ctx, b.db, name)
+}
+
+func millis(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }

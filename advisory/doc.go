@@ -1,0 +1,40 @@
+// Package advisory locks names with the database's own advisory locks:
+// PostgreSQL's pg_advisory_lock family and MySQL/MariaDB's GET_LOCK.
+//
+// A session advisory lock belongs to a database session, so a Locker pins
+// one connection (*sql.Conn) per held name: lock and unlock always run on
+// that connection, and it goes back to the pool only after the unlock
+// succeeded. Waiting happens in the server's own lock queue (no polling);
+// cancelling a waiting Lock cancels the statement on the server
+// (pg_cancel_backend, KILL QUERY) and discards the connection, so a lock
+// granted at the last moment dies with the session instead of leaking.
+//
+// Expiry is on the server's clock: while a lock is held its session's idle
+// timeout is the lease's TTL (PostgreSQL 14+ idle_session_timeout, MySQL
+// wait_timeout, in whole seconds), and the watchdog pings the connection
+// every TTL/3. A holder that stops (crash, pause, WithoutAutoRenew) has its
+// session ended by the server after the TTL, which releases the lock; a
+// failed ping ends the lease with dlock.ErrLost at once, since the lock
+// went with the session.
+//
+// Fencing tokens come from the database in the acquiring statement: a
+// sequence on PostgreSQL (dlock_fence), a counter row per name on MySQL
+// (dlock_fences), both created by package migrations.
+//
+// Names: PostgreSQL keys are PostgresKey(name), a 64-bit FNV-1a hash.
+// Two names with the same key share one lock: exclusion still holds, one
+// waits for the other needlessly; with 64 bits the chance for a million
+// names is about 3·10⁻⁸. MySQL lock names are at most 64 characters and
+// compared case-insensitively, so MySQLName(name) keeps short lower-case
+// names readable and hashes everything else (SHA-256).
+//
+// Pools: each held lock takes one connection out of db's pool. Lock waits
+// for a free connection as long as its ctx allows; TryLock fails at once
+// with ErrPoolExhausted when every connection of a bounded pool is in use.
+//
+// Poolers: session locks need a server session that stays with the
+// client: PgBouncer in session mode works, transaction or statement mode
+// does not (the lock would stay with a server connection other clients
+// then use). Use TryLockTx/LockTx, the transaction-scoped
+// pg_advisory_xact_lock, behind a transaction-mode pooler.
+package advisory

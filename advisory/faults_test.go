@@ -1,0 +1,191 @@
+package advisory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/advisory"
+	"github.com/dlockhq/dlock/dlocktest"
+)
+
+// With a pool of 2 and both connections pinned by held locks, TryLock on a
+// third name fails at once with ErrPoolExhausted (it must not wait), and
+// works again once a lock is released.
+func TestPoolExhaustion(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			migrated(t, d.open) // schema, through the shared pool
+			db := d.open(t)
+			db.SetMaxOpenConns(2)
+			l := newLocker(t, db)
+			ctx := context.Background()
+			a, err := l.Lock(ctx, dlocktest.Name(t)+"a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := newLocker(t, db).Lock(ctx, dlocktest.Name(t)+"b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			third := dlocktest.Name(t) + "c"
+			if _, err := newLocker(t, db).TryLock(ctx, third); !errors.Is(err, advisory.ErrPoolExhausted) {
+				t.Fatalf("TryLock with every connection pinned: %v, want ErrPoolExhausted", err)
+			}
+			if err := a.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c, err := newLocker(t, db).TryLock(ctx, third)
+			if err != nil {
+				t.Fatalf("TryLock after a release: %v", err)
+			}
+			c.Unlock(ctx)
+			b.Unlock(ctx)
+		})
+	}
+}
+
+// Unlock runs on the session that locked: while the pool churns through
+// other connections, unlocking still succeeds (pg_advisory_unlock and
+// RELEASE_LOCK report false/0 on any other session, which Unlock turns
+// into ErrNotHeld), and the name is free after.
+func TestUnlockOnLockingSession(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := migrated(t, d.open)
+			ctx := context.Background()
+			name := dlocktest.Name(t)
+			lease, err := newLocker(t, db).Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 20 {
+						db.ExecContext(ctx, "SELECT 1")
+					}
+				}()
+			}
+			wg.Wait()
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+			if _, held, err := newLocker(t, db).Inspect(ctx, name); err != nil || held {
+				t.Fatalf("after Unlock: held=%v err=%v", held, err)
+			}
+		})
+	}
+}
+
+// Killing the holder's server session ends its lease with ErrLost (the
+// next ping fails) and lets another owner in.
+func TestKillHolderSession(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := migrated(t, d.open)
+			ctx := context.Background()
+			name := dlocktest.Name(t)
+			holder := newLocker(t, db, dlock.WithTTL(time.Second))
+			lease, err := holder.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kill := "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1"
+			arg := any(fmt.Sprintf("dlock %d %s", lease.Token(), lease.Owner()))
+			if d.name == "mysql" {
+				var id int64
+				if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", advisory.MySQLName(name)).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				kill, arg = fmt.Sprintf("KILL %d", id), nil
+			}
+			args := []any{}
+			if arg != nil {
+				args = append(args, arg)
+			}
+			if _, err := db.ExecContext(ctx, kill, args...); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-lease.Done():
+			case <-time.After(dlocktest.Timeout):
+				t.Fatal("Done stayed open after the holder's session was killed")
+			}
+			if err := lease.Err(); !errors.Is(err, dlock.ErrLost) {
+				t.Fatalf("Err() = %v, want ErrLost", err)
+			}
+			next, err := newLocker(t, db).TryLock(ctx, name)
+			if err != nil {
+				t.Fatalf("another owner after the kill: %v", err)
+			}
+			if next.Token() <= lease.Token() {
+				t.Fatalf("token %d after %d", next.Token(), lease.Token())
+			}
+			next.Unlock(ctx)
+		})
+	}
+}
+
+// Cancelling a waiting Lock cancels its statement on the server: no
+// session is left waiting for the lock.
+func TestCancelLeavesNoWaiter(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := migrated(t, d.open)
+			name := dlocktest.Name(t)
+			holder, err := newLocker(t, db).Lock(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Unlock(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if _, err := newLocker(t, db).Lock(ctx, name); !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("Lock = %v, want ErrNotAcquired", err)
+			}
+			q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`
+			if d.name == "mysql" {
+				q = `SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'`
+			}
+			deadline := time.Now().Add(dlocktest.Timeout)
+			for {
+				var n int
+				if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d sessions still wait for the lock on the server", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	if advisory.MySQLName("Case") == advisory.MySQLName("case") {
+		t.Error("MySQL names differing in case share a lock")
+	}
+	if got := advisory.MySQLName("orders:42"); got != "dl:orders:42" {
+		t.Errorf("MySQLName(orders:42) = %q, want it readable", got)
+	}
+	for _, n := range []string{strings.Repeat("x", 255), "Case", "锁", "a b"} {
+		if m := advisory.MySQLName(n); len(m) > 64 {
+			t.Errorf("MySQLName(%q) is %d characters, GET_LOCK takes 64", n, len(m))
+		}
+	}
+	if advisory.PostgresKey("a") == advisory.PostgresKey("b") {
+		t.Error("PostgresKey: a and b collide")
+	}
+}

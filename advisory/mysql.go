@@ -1,0 +1,121 @@
+package advisory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockhq/dlock"
+)
+
+// myTry takes the lock without waiting and, in the same statement, draws
+// the name's next token and records the holder: the INSERT runs only if
+// GET_LOCK returned 1, and LAST_INSERT_ID(expr) returns the token in the
+// reply. No rows affected means another session holds the lock.
+const myTry = `
+INSERT INTO dlock_fences (name, owner, session, token)
+SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(1) FROM DUAL WHERE GET_LOCK(?, 0) = 1
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), session = VALUES(session)`
+
+// myWait waits in the server's queue. MariaDB takes no negative
+// (infinite) timeout; a year is as good.
+const myWait = `SELECT GET_LOCK(?, 31536000)`
+
+// myFence draws the token after myWait got the lock.
+const myFence = `
+INSERT INTO dlock_fences (name, owner, session, token) VALUES (?, ?, CONNECTION_ID(), LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), session = VALUES(session)`
+
+// myHolder reads the holder row if its session still holds the lock.
+const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND session = IS_USED_LOCK(?)`
+
+type mysql struct{}
+
+// seconds is ttl as wait_timeout, whole seconds rounded up.
+func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
+
+func (m mysql) try(ctx context.Context, s *session, r dlock.Request) (uint64, bool, error) {
+	conn := s.conn
+	res, err := conn.ExecContext(ctx, myTry, r.Name, r.Owner, MySQLName(r.Name))
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	return uint64(token), true, m.setTimeout(ctx, conn, r.TTL)
+}
+
+func (mysql) setTimeout(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
+	_, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", seconds(ttl)))
+	return err
+}
+
+func (m mysql) wait(ctx context.Context, s *session, r dlock.Request) (uint64, error) {
+	conn, name := s.conn, r.Name
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, myWait, MySQLName(name)).Scan(&got); err != nil {
+		return 0, err
+	}
+	if got.Int64 != 1 {
+		return 0, fmt.Errorf("advisory: GET_LOCK(%q) returned %v", MySQLName(name), got)
+	}
+	res, err := conn.ExecContext(ctx, myFence, name, r.Owner)
+	if err != nil {
+		return 0, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	return uint64(token), m.setTimeout(ctx, conn, r.TTL)
+}
+
+func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
+	var id int64
+	err := s.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id)
+	return id, err
+}
+
+func (mysql) cancelStatement(ctx context.Context, db *sql.DB, id int64) error {
+	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+	return err
+}
+
+func (mysql) ping(ctx context.Context, s *session) error {
+	_, err := s.conn.ExecContext(ctx, "DO 1")
+	return err
+}
+
+func (mysql) release(ctx context.Context, s *session, name string) (bool, error) {
+	conn := s.conn
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", MySQLName(name)).Scan(&released); err != nil {
+		return false, err
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = @@GLOBAL.wait_timeout"); err != nil {
+		return false, err
+	}
+	return released.Int64 == 1, nil
+}
+
+func (mysql) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {
+	var h dlock.Holder
+	err := db.QueryRowContext(ctx, myHolder, name, MySQLName(name)).Scan(&h.Owner, &h.Token)
+	if errors.Is(err, sql.ErrNoRows) {
+		var used sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", MySQLName(name)).Scan(&used); err != nil {
+			return dlock.Holder{}, false, err
+		}
+		// Held without a holder row: by a session outside dlock.
+		return dlock.Holder{}, used.Valid, nil
+	}
+	return h, err == nil, err
+}

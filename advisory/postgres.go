@@ -1,0 +1,135 @@
+package advisory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dlockhq/dlock"
+)
+
+// The holder's token and owner ride in the session's application_name, so
+// Inspect (and a DBA, in pg_stat_activity) can see them without a write.
+// PostgreSQL keeps at most 63 bytes of printable ASCII there.
+const pgHolderExpr = `left('dlock ' || token || ' ' || $3::text, 63)`
+
+// pgTry takes the lock without waiting; only then does it draw a token and
+// set the session's idle timeout (the lease's TTL) and application_name,
+// returning their previous values for pgRelease to put back. Each CTE
+// reads the one before, which fixes the order: settings read, lock, token,
+// settings written.
+const pgTry = `
+WITH c AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS idle, current_setting('application_name') AS app),
+l AS MATERIALIZED (SELECT pg_try_advisory_lock($1) AS ok, idle, app FROM c),
+t AS MATERIALIZED (SELECT CASE WHEN ok THEN nextval('dlock_fence') END AS token, idle, app FROM l)
+SELECT token, idle, app,
+	CASE WHEN token IS NOT NULL THEN set_config('idle_session_timeout', $2, false) END,
+	CASE WHEN token IS NOT NULL THEN set_config('application_name', ` + pgHolderExpr + `, false) END
+FROM t`
+
+// pgWait is pgTry waiting in the server's lock queue.
+const pgWait = `
+WITH c AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS idle, current_setting('application_name') AS app),
+l AS MATERIALIZED (SELECT pg_advisory_lock($1), idle, app FROM c),
+t AS MATERIALIZED (SELECT nextval('dlock_fence') AS token, idle, app FROM l)
+SELECT token, idle, app,
+	set_config('idle_session_timeout', $2, false),
+	set_config('application_name', ` + pgHolderExpr + `, false)
+FROM t`
+
+// pgRelease unlocks and puts the session's settings back as they were
+// before the lock, before the connection returns to the pool.
+const pgRelease = `
+SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', $2, false), set_config('application_name', $3, false)`
+
+// pgHolder finds the session holding a key. Bigint keys show in pg_locks
+// as classid (high 32 bits), objid (low 32 bits) and objsubid 1.
+const pgHolder = `
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND l.classid = $1 AND l.objid = $2
+ORDER BY a.application_name LIKE 'dlock %' DESC
+LIMIT 1`
+
+type postgres struct{}
+
+func (postgres) try(ctx context.Context, s *session, r dlock.Request) (uint64, bool, error) {
+	var token sql.NullInt64
+	var set1, set2 sql.NullString
+	err := s.conn.QueryRowContext(ctx, pgTry, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), r.Owner).
+		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
+	if err != nil {
+		return 0, false, err
+	}
+	return uint64(token.Int64), token.Valid, nil
+}
+
+func (postgres) wait(ctx context.Context, s *session, r dlock.Request) (uint64, error) {
+	var token int64
+	var set1, set2 string
+	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), r.Owner).
+		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
+	return uint64(token), err
+}
+
+func (postgres) sessionID(_ context.Context, s *session) (int64, error) {
+	var pid int64
+	err := s.conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("advisory: want a pgx stdlib connection, got %T", dc)
+		}
+		pid = int64(c.Conn().PgConn().PID())
+		return nil
+	})
+	return pid, err
+}
+
+func (postgres) cancelStatement(ctx context.Context, db *sql.DB, pid int64) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_cancel_backend($1)", pid)
+	return err
+}
+
+func (postgres) ping(ctx context.Context, s *session) error {
+	_, err := s.conn.ExecContext(ctx, "SELECT 1")
+	return err
+}
+
+func (postgres) release(ctx context.Context, s *session, name string) (bool, error) {
+	var ok bool
+	var set1, set2 string
+	err := s.conn.QueryRowContext(ctx, pgRelease, PostgresKey(name), s.saved[0], s.saved[1]).Scan(&ok, &set1, &set2)
+	return ok, err
+}
+
+func (postgres) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {
+	key := uint64(PostgresKey(name))
+	var app string
+	err := db.QueryRowContext(ctx, pgHolder, int64(key>>32), int64(key&0xffffffff)).Scan(&app)
+	if errors.Is(err, sql.ErrNoRows) {
+		return dlock.Holder{}, false, nil
+	}
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	return parseHolder(app), true, nil
+}
+
+// parseHolder reads "dlock TOKEN OWNER" from an application_name; a
+// session that holds the key without it (the application's own lock, or
+// LockTx) has an unknown owner and token 0.
+func parseHolder(app string) dlock.Holder {
+	rest, ok := strings.CutPrefix(app, "dlock ")
+	if !ok {
+		return dlock.Holder{}
+	}
+	tok, own, _ := strings.Cut(rest, " ")
+	token, _ := strconv.ParseUint(tok, 10, 64)
+	return dlock.Holder{Owner: own, Token: token}
+}

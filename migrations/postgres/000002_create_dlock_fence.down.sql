@@ -1,0 +1,1 @@
+DROP SEQUENCE dlock_fence;
