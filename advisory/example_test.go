@@ -46,7 +46,7 @@ func ExampleLockTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = token // store it with the row the transaction writes
+	_ = token                           // store it with the row the transaction writes
 	if err := tx.Commit(); err != nil { // releases the lock
 		log.Fatal(err)
 	}
