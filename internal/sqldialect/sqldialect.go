@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -44,4 +45,38 @@ func Detect(db *sql.DB) (Dialect, error) {
 	default:
 		return 0, fmt.Errorf("unsupported database/sql driver %T: use github.com/jackc/pgx/v5/stdlib or github.com/go-sql-driver/mysql", drv)
 	}
+}
+
+// Placeholder is the n-th (from 1) bind parameter marker.
+func (d Dialect) Placeholder(n int) string {
+	if d == Postgres {
+		return "$" + strconv.Itoa(n)
+	}
+	return "?"
+}
+
+// Quote quotes an identifier that ValidIdentifier accepted.
+func (d Dialect) Quote(ident string) string {
+	if d == MySQL {
+		return "`" + ident + "`"
+	}
+	return `"` + ident + `"`
+}
+
+// ValidIdentifier reports whether s is a plain SQL identifier both
+// dialects accept: a letter or underscore, then letters, digits or
+// underscores, at most 63 bytes (PostgreSQL's limit; MySQL's is 64).
+// Identifiers are validated, then quoted, never taken from input as SQL.
+func ValidIdentifier(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }

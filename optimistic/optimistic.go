@@ -1,0 +1,184 @@
+// Package optimistic updates rows by compare-and-swap on a version column:
+//
+//	UPDATE goods SET stock = ?, version = version + 1 WHERE id = ? AND version = ?
+//
+// Zero rows means someone else changed the row since it was read:
+// ErrConflict, and the caller reads again and retries (Retry does that
+// with a bounded number of attempts and jittered backoff). Versions only
+// ever increase, so a row that went A → B → A still fails a writer that
+// read it at the first A (the ABA problem a value comparison has). The
+// version always changes, so MySQL's rows-affected (changed, not matched,
+// rows) still counts the matched row.
+//
+// Table and column names are validated identifiers, quoted for the
+// dialect; values are always bind parameters.
+package optimistic
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// ErrConflict is returned by Table.Update when the row's version was no
+// longer the one given (or the row is gone), and wrapped by Retry when its
+// attempts ran out.
+var ErrConflict = errors.New("optimistic: version conflict")
+
+// Execer is what Update runs on: *sql.DB, *sql.Conn or a caller's *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier is what Get runs on: *sql.DB, *sql.Conn or *sql.Tx.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Table is a versioned table.
+type Table struct {
+	d                    sqldialect.Dialect
+	name, id, version    string // quoted
+	rawName, rawID, rawV string
+}
+
+// NewTable describes table name with primary key column id and version
+// column version (an integer). db only tells the dialect: no I/O.
+func NewTable(db *sql.DB, name, id, version string) (*Table, error) {
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return nil, fmt.Errorf("optimistic: %w", err)
+	}
+	for _, ident := range []string{name, id, version} {
+		if !sqldialect.ValidIdentifier(ident) {
+			return nil, fmt.Errorf("optimistic: invalid identifier %q: want a letter or _, then letters, digits or _, at most 63 bytes", ident)
+		}
+	}
+	if id == version {
+		return nil, errors.New("optimistic: id and version columns are the same")
+	}
+	return &Table{d: d, name: d.Quote(name), id: d.Quote(id), version: d.Quote(version), rawName: name, rawID: id, rawV: version}, nil
+}
+
+// Get reads the row's version and the named columns into dest (one
+// pointer per column). It returns sql.ErrNoRows when there is no row.
+func (t *Table) Get(ctx context.Context, q Querier, id any, cols []string, dest ...any) (version int64, err error) {
+	if len(cols) != len(dest) {
+		return 0, fmt.Errorf("optimistic: %d columns but %d destinations", len(cols), len(dest))
+	}
+	quoted, err := t.quoteAll(cols)
+	if err != nil {
+		return 0, err
+	}
+	sel := append([]string{t.version}, quoted...)
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", strings.Join(sel, ", "), t.name, t.id, t.d.Placeholder(1))
+	err = q.QueryRowContext(ctx, query, id).Scan(append([]any{&version}, dest...)...)
+	return version, err
+}
+
+// Update sets the columns in set on the row with the given id, if its
+// version is still version, and returns the new version (version+1). It
+// returns ErrConflict when the version moved on or the row is gone.
+func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set map[string]any) (int64, error) {
+	if len(set) == 0 {
+		return 0, errors.New("optimistic: nothing to set")
+	}
+	cols := make([]string, 0, len(set))
+	for c := range set {
+		cols = append(cols, c)
+	}
+	slices.Sort(cols) // a stable statement text, so drivers can cache it
+	quoted, err := t.quoteAll(cols)
+	if err != nil {
+		return 0, err
+	}
+	var b strings.Builder
+	args := make([]any, 0, len(cols)+2)
+	fmt.Fprintf(&b, "UPDATE %s SET ", t.name)
+	for i, c := range quoted {
+		if slices.Contains([]string{t.rawID, t.rawV}, cols[i]) {
+			return 0, fmt.Errorf("optimistic: Update cannot set the %s column", cols[i])
+		}
+		fmt.Fprintf(&b, "%s = %s, ", c, t.d.Placeholder(i+1))
+		args = append(args, set[cols[i]])
+	}
+	n := len(cols)
+	fmt.Fprintf(&b, "%s = %s + 1 WHERE %s = %s AND %s = %s", t.version, t.version, t.id, t.d.Placeholder(n+1), t.version, t.d.Placeholder(n+2))
+	args = append(args, id, version)
+	res, err := e.ExecContext(ctx, b.String(), args...)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if rows == 0 {
+		return 0, fmt.Errorf("%w: %s %v is not at version %d", ErrConflict, t.rawName, id, version)
+	}
+	return version + 1, nil
+}
+
+func (t *Table) quoteAll(cols []string) ([]string, error) {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		if !sqldialect.ValidIdentifier(c) {
+			return nil, fmt.Errorf("optimistic: invalid column %q", c)
+		}
+		out[i] = t.d.Quote(c)
+	}
+	return out, nil
+}
+
+// Policy bounds Retry.
+type Policy struct {
+	// MaxAttempts is how many times fn runs at most; at least 1.
+	MaxAttempts int
+	// Backoff is the pause before each retry; nil means
+	// dlock.ExponentialBackoff(1ms, 100ms).
+	Backoff dlock.Backoff
+}
+
+// DefaultPolicy retries up to 10 times with jittered exponential backoff.
+var DefaultPolicy = Policy{MaxAttempts: 10}
+
+// Retry runs fn until it returns something other than an error wrapping
+// ErrConflict, at most p.MaxAttempts times, pausing between attempts. fn
+// reads the row and calls Update each time. When the attempts run out the
+// error wraps ErrConflict and says how many were made. ctx governs the
+// pauses and is passed to fn.
+func Retry(ctx context.Context, p Policy, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return errors.New("optimistic: nil fn")
+	}
+	if p.MaxAttempts < 1 {
+		return fmt.Errorf("optimistic: MaxAttempts must be at least 1, got %d", p.MaxAttempts)
+	}
+	backoff := p.Backoff
+	if backoff == nil {
+		backoff = dlock.ExponentialBackoff(time.Millisecond, 100*time.Millisecond)
+	}
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if attempt == p.MaxAttempts {
+			return fmt.Errorf("optimistic: gave up after %d attempts: %w", attempt, err)
+		}
+		t := time.NewTimer(backoff(attempt - 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}

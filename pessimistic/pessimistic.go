@@ -1,0 +1,170 @@
+// Package pessimistic runs transactions that lock the rows they change
+// (SELECT … FOR UPDATE), with the parts that are easy to get wrong done
+// once: a lock wait timeout per transaction, rollback on error and panic,
+// retry of the whole transaction on deadlock and serialization failure,
+// and errors classified by what they mean rather than by driver code.
+//
+//	err := pessimistic.Do(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
+//		var stock int
+//		q := "SELECT stock FROM goods WHERE id = $1 " + pessimistic.ForUpdate.Postgres()
+//		if err := tx.QueryRowContext(ctx, q, id).Scan(&stock); err != nil {
+//			return err
+//		}
+//		…
+//	}, pessimistic.WithLockTimeout(2*time.Second))
+//
+// Works with *sql.DB from github.com/jackc/pgx/v5/stdlib (PostgreSQL) and
+// github.com/go-sql-driver/mysql (MySQL 8, MariaDB 10.6+).
+package pessimistic
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// Defaults of Do.
+const (
+	DefaultMaxAttempts = 5
+)
+
+type config struct {
+	lockTimeout time.Duration
+	maxAttempts int
+	backoff     dlock.Backoff
+	txOptions   *sql.TxOptions
+}
+
+// Option configures Do.
+type Option func(*config)
+
+// WithLockTimeout bounds how long each statement of the transaction waits
+// for a row lock (PostgreSQL SET LOCAL lock_timeout; MySQL
+// innodb_lock_wait_timeout for the session, in whole seconds rounded up,
+// restored afterwards). Past it the statement fails with an error
+// wrapping ErrLockTimeout. Default: the server's setting.
+func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
+
+// WithMaxAttempts sets how many times Do runs the transaction when it ends
+// in a deadlock or serialization failure. Default DefaultMaxAttempts (5);
+// 1 turns retries off.
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+
+// WithBackoff sets the pause before each retry. Default
+// dlock.ExponentialBackoff(5ms, 500ms).
+func WithBackoff(b dlock.Backoff) Option { return func(c *config) { c.backoff = b } }
+
+// WithTxOptions sets the isolation level and read-only flag.
+func WithTxOptions(o *sql.TxOptions) Option { return func(c *config) { c.txOptions = o } }
+
+// Do runs fn in a transaction on db and commits it. It rolls back when fn
+// returns an error or panics (the panic continues after the rollback), and
+// runs the whole transaction again, after a jittered pause, when it ended
+// in a deadlock or serialization failure, at most WithMaxAttempts times.
+// fn must therefore be safe to run more than once: keep side effects
+// outside the database out of it. ctx governs the transaction and the
+// pauses. The error wraps ErrLockTimeout, ErrDeadlock or ErrSerialization
+// where they apply, and the driver's error.
+func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx) error, opts ...Option) error {
+	if db == nil {
+		return errors.New("pessimistic: nil *sql.DB")
+	}
+	if fn == nil {
+		return errors.New("pessimistic: nil fn")
+	}
+	cfg := config{maxAttempts: DefaultMaxAttempts, backoff: dlock.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)}
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("pessimistic: nil Option")
+		}
+		o(&cfg)
+	}
+	if cfg.maxAttempts < 1 {
+		return fmt.Errorf("pessimistic: max attempts must be at least 1, got %d", cfg.maxAttempts)
+	}
+	if cfg.lockTimeout < 0 {
+		return fmt.Errorf("pessimistic: lock timeout must not be negative, got %v", cfg.lockTimeout)
+	}
+	if cfg.backoff == nil {
+		return errors.New("pessimistic: nil Backoff")
+	}
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return fmt.Errorf("pessimistic: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		err := once(ctx, db, d, fn, &cfg)
+		if err == nil {
+			return nil
+		}
+		if !IsRetryable(err) || attempt == cfg.maxAttempts {
+			if attempt > 1 {
+				err = fmt.Errorf("pessimistic: after %d attempts: %w", attempt, err)
+			}
+			return classify(err)
+		}
+		t := time.NewTimer(cfg.backoff(attempt - 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), classify(err))
+		case <-t.C:
+		}
+	}
+}
+
+// once runs one attempt on one connection, so the MySQL lock wait timeout
+// set for it can be put back before the connection returns to the pool.
+func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context.Context, *sql.Tx) error, cfg *config) (err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if cfg.lockTimeout > 0 && d == sqldialect.MySQL {
+		secs := max(1, int64((cfg.lockTimeout+time.Second-1)/time.Second))
+		q := fmt.Sprintf("SET @dlock_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = %d", secs)
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return err
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := conn.ExecContext(rctx, "SET SESSION innodb_lock_wait_timeout = @dlock_lock_wait"); rerr != nil {
+				// Do not pool a session with someone else's timeout.
+				_ = conn.Raw(func(any) error { return errBadConn })
+				err = errors.Join(err, rerr)
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, cfg.txOptions)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			tx.Rollback()
+		}
+	}()
+	if cfg.lockTimeout > 0 && d == sqldialect.Postgres {
+		ms := max(1, int64((cfg.lockTimeout+time.Millisecond-1)/time.Millisecond))
+		if _, err := tx.ExecContext(ctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", ms)); err != nil {
+			return err
+		}
+	}
+	if err := fn(ctx, tx); err != nil {
+		done = true
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) && !IsConnectionLost(err) {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	done = true
+	return tx.Commit()
+}
