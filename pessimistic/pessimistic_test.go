@@ -103,7 +103,7 @@ func holdRow(t *testing.T, db *sql.DB, driver string, id string) func() {
 		t.Fatal(err)
 	}
 	var v int
-	if err := tx.QueryRow("SELECT v FROM t WHERE id = "+id+" "+clause(driver, pessimistic.ForUpdate)).Scan(&v); err != nil {
+	if err := tx.QueryRow("SELECT v FROM t WHERE id = " + id + " " + clause(driver, pessimistic.ForUpdate)).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return func() { tx.Rollback() }
