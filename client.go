@@ -140,21 +140,30 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 
 // acquire takes h on the server. h is in the acquiring state, so no other
 // goroutine of this Client touches the server for h.Name meanwhile.
-func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error) {
+func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (_ Lease, err error) {
+	subscribed := func() {}
+	defer func() { subscribed() }()
 	req := Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL}
+	// A push-capable backend is subscribed to only once the first attempt
+	// found the name taken (an uncontended Lock pays no subscription);
+	// the attempt after subscribing comes at once, so a release between
+	// the first attempt and the subscription is not missed.
+	notifier, pushes := c.backend.(Notifier)
+	pushes = pushes && wait
 	var wake <-chan struct{}
-	if n, ok := c.backend.(Notifier); ok && wait {
-		w, cancel, err := n.Subscribe(ctx, h.Name)
+	subscribe := func() error {
+		w, cancel, err := notifier.Subscribe(ctx, h.Name)
 		switch {
 		case err == nil:
 			wake = w
-			defer cancel()
+			subscribed = cancel
 		case ctx.Err() != nil:
-			c.abandon(h)
-			return nil, errors.Join(ErrNotAcquired, ctx.Err(), err)
+			return errors.Join(ErrNotAcquired, ctx.Err(), err)
 		default:
+			pushes = false
 			c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", h.Name, "err", err)
 		}
+		return nil
 	}
 	blocker, blocking := c.backend.(Blocker)
 	blocking = blocking && wait
@@ -183,6 +192,15 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 		if !wait {
 			c.abandon(h)
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
+		}
+		if pushes && wake == nil {
+			if err := subscribe(); err != nil {
+				c.abandon(h)
+				return nil, err
+			}
+			if wake != nil {
+				continue
+			}
 		}
 
 		delay := c.cfg.Backoff(attempt)

@@ -1,0 +1,41 @@
+package redislock_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+)
+
+func ExampleNew() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	locker, err := redislock.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := locker.Lock(ctx, "cart:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	select {
+	case <-lease.Done(): // renewal failed or the lock vanished: stop writing
+		log.Print(lease.Err())
+	default:
+	}
+}
+
+func ExampleNewRedlock() {
+	var clients []redis.UniversalClient
+	for _, addr := range []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"} {
+		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1}))
+	}
+	locker, err := redislock.NewRedlock(clients)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = locker
+}

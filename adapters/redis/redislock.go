@@ -1,0 +1,165 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+)
+
+// Locker is a Redis lock client for one owner.
+type Locker struct {
+	*dlock.Client
+	notifier *notifier
+}
+
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
+
+// New returns a Locker on client: a single server (*redis.Client), a
+// Sentinel failover client or a Cluster (*redis.ClusterClient, which uses
+// sharded pub/sub). New does no I/O; client stays the caller's. Owners are
+// stored on the server: Lockers with the same dlock.WithOwner are one
+// owner.
+func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
+	if client == nil {
+		return nil, errors.New("redislock: nil client")
+	}
+	n := newNotifier(client)
+	c, err := dlock.NewClient(&backend{client: client, notifier: n}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Client: c, notifier: n}, nil
+}
+
+// Close ends every lease of l, releases their locks (see
+// dlock.Client.Close), and closes l's pub/sub connection.
+func (l *Locker) Close(ctx context.Context) error {
+	return errors.Join(l.Client.Close(ctx), l.notifier.close())
+}
+
+// backend implements dlock.Backend on one Redis deployment. A hold's
+// Handle is its hold id, a random string naming this Locker's hold in the
+// lock's hash.
+type backend struct {
+	client   redis.UniversalClient
+	notifier *notifier
+}
+
+var (
+	_ dlock.Backend   = (*backend)(nil)
+	_ dlock.Notifier  = (*backend)(nil)
+	_ dlock.Inspector = (*backend)(nil)
+)
+
+func holdID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
+
+// acquireOn runs the acquire script on one server.
+func acquireOn(ctx context.Context, c redis.Scripter, r dlock.Request, hold string, incr bool) (dlock.Grant, error) {
+	k := keysFor(r.Name)
+	flag := "0"
+	if incr {
+		flag = "1"
+	}
+	res, err := acquireScript.Run(ctx, c, []string{k.lock, k.fence}, r.Owner, ms(r.TTL), hold, flag).Int64Slice()
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	if len(res) != 2 {
+		return dlock.Grant{}, fmt.Errorf("redislock: acquire script returned %v", res)
+	}
+	if res[0] == 1 {
+		return dlock.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+	}
+	return dlock.Grant{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+}
+
+func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	return acquireOn(ctx, b.client, r, holdID(), true)
+}
+
+func refreshOn(ctx context.Context, c redis.Scripter, h dlock.Hold) error {
+	k := keysFor(h.Name)
+	ok, err := refreshScript.Run(ctx, c, []string{k.lock}, ms(h.TTL), h.Handle.(string), strconv.FormatUint(h.Token, 10)).Int64()
+	if err != nil {
+		return err
+	}
+	if ok != 1 {
+		return fmt.Errorf("%w: %q with token %d is gone from the server", dlock.ErrNotHeld, h.Name, h.Token)
+	}
+	return nil
+}
+
+func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+	return refreshOn(ctx, b.client, h)
+}
+
+// releaseOn releases h on one server; a zero h.Token matches any token.
+func releaseOn(ctx context.Context, c redis.Scripter, h dlock.Hold, publish string) error {
+	k := keysFor(h.Name)
+	token := ""
+	if h.Token != 0 {
+		token = strconv.FormatUint(h.Token, 10)
+	}
+	left, err := releaseScript.Run(ctx, c, []string{k.lock}, h.Owner, h.Handle.(string), token, k.channel, publish).Int64()
+	if err != nil {
+		return err
+	}
+	if left < 0 {
+		return fmt.Errorf("%w: %q with token %d was not held", dlock.ErrNotHeld, h.Name, h.Token)
+	}
+	return nil
+}
+
+func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+	return releaseOn(ctx, b.client, h, b.notifier.publishCommand())
+}
+
+func (b *backend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return b.notifier.subscribe(ctx, keysFor(name).channel)
+}
+
+func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	return inspectOn(ctx, b.client, name)
+}
+
+func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder, bool, error) {
+	k := keysFor(name)
+	pipe := c.Pipeline()
+	all := pipe.HGetAll(ctx, k.lock)
+	pttl := pipe.PTTL(ctx, k.lock)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return dlock.Holder{}, false, err
+	}
+	var h dlock.Holder
+	for field, v := range all.Val() {
+		switch {
+		case field == "\x00t":
+			h.Token, _ = strconv.ParseUint(v, 10, 64)
+		case !strings.HasPrefix(field, "\x00"):
+			h.Owner = field
+		}
+	}
+	if h.Owner == "" {
+		return dlock.Holder{}, false, nil
+	}
+	h.TTL = pttl.Val()
+	return h, true, nil
+}

@@ -1,0 +1,151 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+
+	"github.com/dlockhq/dlock"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+func redlockOver(t testing.TB, servers []*testenv.RedisServer, opts ...dlock.Option) *redislock.Redlock {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	r, err := redislock.NewRedlock(clients, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r.Close(ctx)
+	})
+	return r
+}
+
+func init() {
+	// Stopped servers are part of these tests; their dial errors are not news.
+	logging.Disable()
+}
+
+func TestRedlockConformance(t *testing.T) {
+	servers := testenv.RedisServers(t, 5)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			return redlockOver(t, servers, opts...)
+		},
+	})
+}
+
+// exclusive runs workers taking one name and reports overlaps.
+func exclusive(t *testing.T, lockers []dlock.Locker, rounds int) {
+	t.Helper()
+	name := dlocktest.Name(t)
+	var inside, violations atomic.Int32
+	var wg sync.WaitGroup
+	for _, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			for range rounds {
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					violations.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := lease.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v := violations.Load(); v != 0 {
+		t.Fatalf("%d times two owners held the lock at once", v)
+	}
+}
+
+// With 2 of 5 servers down Redlock still locks, exclusively; with 3 down
+// it refuses, saying why.
+func TestRedlockQuorum(t *testing.T) {
+	servers := testenv.RedisServers(t, 5)
+	lockers := []dlock.Locker{redlockOver(t, servers), redlockOver(t, servers), redlockOver(t, servers)}
+	servers[0].Stop()
+	servers[3].Stop()
+	exclusive(t, lockers, 20)
+
+	servers[4].Stop()
+	ctx := context.Background()
+	_, err := lockers[0].TryLock(ctx, dlocktest.Name(t))
+	if err == nil {
+		t.Fatal("Redlock locked with 3 of 5 servers down")
+	}
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("with no quorum reachable the error should say so, not that another owner holds it: %v", err)
+	}
+	t.Logf("3 of 5 down: %v", err)
+}
+
+// A flush behind the holder's back (as a failover to a replica that never
+// saw the lock would do): the watchdog's next renewal finds it gone, Done
+// closes and Err wraps ErrLost.
+func TestLockVanishes(t *testing.T) {
+	servers := testenv.RedisServers(t, 1)
+	c := client(t, servers[0].Addr)
+	lease, err := newLocker(t, c, dlock.WithTTL(900*time.Millisecond)).Lock(context.Background(), dlocktest.Name(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(dlocktest.Timeout):
+		t.Fatal("Done stayed open after the lock vanished")
+	}
+	if err := lease.Err(); !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Err() = %v, want ErrLost caused by ErrNotHeld", err)
+	}
+}
+
+// Names that need escaping inside a hash tag stay distinct locks.
+func TestHashTagNames(t *testing.T) {
+	c := client(t, testenv.RedisAddr(t))
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	la, err := a.Lock(ctx, "x}y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	for _, other := range []string{"x", "x%7Dy", "x}", "{x}y"} {
+		lb, err := b.TryLock(ctx, other)
+		if err != nil {
+			t.Fatalf("%q shares a lock with x}y: %v", other, err)
+		}
+		lb.Unlock(ctx)
+	}
+}

@@ -1,0 +1,24 @@
+package redislock
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts, run with EVALSHA and, on NOSCRIPT, EVAL (redis.Script).
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/refresh.lua
+	refreshSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/fence.lua
+	fenceSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	refreshScript = redis.NewScript(refreshSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	fenceScript   = redis.NewScript(fenceSrc)
+)
