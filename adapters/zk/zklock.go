@@ -1,0 +1,395 @@
+// Package zklock is dlock on ZooKeeper: the ephemeral-sequential lock
+// recipe (Curator's InterProcessMutex) with a context on every wait.
+//
+// Each Lock creates a protected ephemeral sequential node under the
+// name's directory; the holder is the node with the lowest sequence, and
+// every waiter watches only the node just before its own, so a release
+// wakes one waiter (no herd). A node whose create reply was lost is found
+// again by its GUID, or deleted once the connection is back, so no orphan
+// blocks the queue. Cancelling a waiting Lock deletes its node.
+//
+// The fencing token is the lock node's Czxid: zxids increase across the
+// whole ensemble, so tokens increase across holders.
+//
+// Leases end with the session. The watchdog checks every TTL/3 that the
+// session is the one that created the node and the node still exists; if
+// the session expired, Done closes with an error wrapping ErrSessionExpired.
+// If the check cannot be made for a whole TTL (disconnected), Done closes
+// too: the session may have expired on the server by then and another
+// owner may hold the lock. Set dlock.WithTTL no longer than the session
+// timeout the server granted, so the client gives up before the server
+// can expire the session; the default TTL of 30s suits a session timeout
+// of 30s or more.
+package zklock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+)
+
+// ErrSessionExpired is wrapped by a lease's Err when the ZooKeeper session
+// that held it expired (its ephemeral node, and the lock, are gone).
+var ErrSessionExpired = errors.New("zklock: session expired")
+
+// Locker is a ZooKeeper lock client for one owner. Lockers may share one
+// *zk.Conn; each is its own owner.
+type Locker struct {
+	*dlock.Client
+	b *backend
+}
+
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
+
+// New returns a Locker whose locks live under root (for example
+// "/dlock"), created as needed. It does no I/O; conn stays the caller's,
+// with its ACLs and authentication (nodes are created with
+// zk.WorldACL(zk.PermAll) unless WithACL says otherwise).
+func New(conn *zk.Conn, root string, opts ...dlock.Option) (*Locker, error) {
+	if conn == nil {
+		return nil, errors.New("zklock: nil *zk.Conn")
+	}
+	if err := validRoot(root); err != nil {
+		return nil, err
+	}
+	b := &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{})}
+	c, err := dlock.NewClient(b, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Client: c, b: b}, nil
+}
+
+// WithACL sets the ACL of the nodes l creates. Call it before first use.
+func (l *Locker) WithACL(acl []zk.ACL) *Locker {
+	l.b.acl = acl
+	return l
+}
+
+// Close ends every lease of l and deletes their nodes (see
+// dlock.Client.Close). It does not close the connection.
+func (l *Locker) Close(ctx context.Context) error {
+	err := l.Client.Close(ctx)
+	l.b.closeOnce.Do(func() { close(l.b.closed) })
+	return err
+}
+
+func validRoot(root string) error {
+	if !strings.HasPrefix(root, "/") || (len(root) > 1 && strings.HasSuffix(root, "/")) || path.Clean(root) != root ||
+		strings.ContainsRune(root, 0) {
+		return fmt.Errorf("zklock: invalid root path %q: want an absolute, clean path such as /dlock", root)
+	}
+	return nil
+}
+
+// escape turns a lock name into one node name: bytes other than
+// [A-Za-z0-9_-] become %XX, so '/', '.', '..', control and reserved
+// characters cannot reach the path, and distinct names stay distinct.
+func escape(name string) string {
+	const hexdigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexdigits[c>>4])
+		b.WriteByte(hexdigits[c&15])
+	}
+	return b.String()
+}
+
+// nodePrefix marks a protected node: "_c_" GUID "-lock-" then the sequence.
+const nodePrefix = "_c_"
+
+type backend struct {
+	conn      *zk.Conn
+	root      string
+	acl       []zk.ACL
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+var (
+	_ dlock.Backend   = (*backend)(nil)
+	_ dlock.Blocker   = (*backend)(nil)
+	_ dlock.Inspector = (*backend)(nil)
+)
+
+// holdNode is a hold's Handle.
+type holdNode struct {
+	path    string
+	session int64
+}
+
+func (b *backend) dir(name string) string {
+	if b.root == "/" {
+		return "/" + escape(name)
+	}
+	return b.root + "/" + escape(name)
+}
+
+// ensureDir creates root (persistent) and the lock's directory (a
+// container, which the server removes once empty).
+func (b *backend) ensureDir(dir string) error {
+	parts := strings.Split(strings.TrimPrefix(b.root, "/"), "/")
+	p := ""
+	for _, part := range parts {
+		if part == "" {
+			continue
+		}
+		p += "/" + part
+		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	if _, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	return nil
+}
+
+// sequence is a lock node's sequence suffix (ten digits, zero-padded, so
+// it sorts as a string).
+func sequence(node string) string {
+	if len(node) < 10 {
+		return node
+	}
+	return node[len(node)-10:]
+}
+
+// queue returns dir's lock nodes in sequence order.
+func (b *backend) queue(dir string) ([]string, error) {
+	children, _, err := b.conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(children, func(x, y string) int { return strings.Compare(sequence(x), sequence(y)) })
+	return children, nil
+}
+
+// create makes this hold's protected ephemeral sequential node and returns
+// its path and Czxid. After a connection loss mid-create it looks for the
+// node by its GUID; if it cannot tell, a background search deletes the
+// node once the connection is back (or the session ends, taking it along).
+func (b *backend) create(dir, owner string) (string, uint64, error) {
+	var g [16]byte
+	_, _ = rand.Read(g[:])
+	guid := hex.EncodeToString(g[:])
+	prefix := nodePrefix + guid + "-lock-"
+	session := b.conn.SessionID()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var p string
+		p, err = b.conn.Create(dir+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, b.acl)
+		switch {
+		case err == nil:
+			_, st, err := b.conn.Exists(p)
+			if err != nil {
+				b.forget(dir, prefix, session)
+				return "", 0, err
+			}
+			return p, uint64(st.Czxid), nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err = b.ensureDir(dir); err != nil {
+				return "", 0, err
+			}
+		case errors.Is(err, zk.ErrSessionExpired):
+			// The node, if made, died with the session.
+			session = b.conn.SessionID()
+		case errors.Is(err, zk.ErrConnectionClosed):
+			if p, found, ferr := b.find(dir, prefix); ferr == nil && found {
+				_, st, err := b.conn.Exists(p)
+				if err == nil {
+					return p, uint64(st.Czxid), nil
+				}
+				b.forget(dir, prefix, session)
+				return "", 0, err
+			} else if ferr != nil {
+				b.forget(dir, prefix, session)
+				return "", 0, errors.Join(err, ferr)
+			}
+		default:
+			return "", 0, err
+		}
+	}
+	return "", 0, err
+}
+
+// find looks for the node with prefix in dir.
+func (b *backend) find(dir, prefix string) (string, bool, error) {
+	children, _, err := b.conn.Children(dir)
+	if err != nil {
+		return "", false, err
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, prefix) {
+			return dir + "/" + c, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// forget deletes, in the background, a node this client may have created
+// but cannot use, retrying until it is gone, its session ended, or the
+// Locker closed.
+func (b *backend) forget(dir, prefix string, session int64) {
+	go func() {
+		for {
+			if b.conn.SessionID() != session {
+				return
+			}
+			if p, found, err := b.find(dir, prefix); err == nil {
+				if !found {
+					return
+				}
+				if err := b.conn.Delete(p, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
+					return
+				}
+			}
+			select {
+			case <-b.closed:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// Acquire makes one attempt: it joins the queue only if the queue is
+// empty, and leaves again unless it came first.
+func (b *backend) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error) {
+	dir := b.dir(r.Name)
+	q, err := b.queue(dir)
+	if err != nil || len(q) > 0 {
+		return dlock.Grant{}, err
+	}
+	node, token, err := b.create(dir, r.Owner)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	if q, err = b.queue(dir); err == nil && len(q) > 0 && dir+"/"+q[0] == node {
+		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}}, nil
+	}
+	if derr := b.conn.Delete(node, -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
+		err = errors.Join(err, derr)
+	}
+	return dlock.Grant{}, err
+}
+
+// AcquireWait joins the queue and waits, watching only its predecessor,
+// until its node is first. When ctx ends it deletes its node.
+func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	dir := b.dir(r.Name)
+	node, token, err := b.create(dir, r.Owner)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	session := b.conn.SessionID()
+	leave := func(cause error) (dlock.Grant, error) {
+		if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			b.forget(dir, path.Base(node)[:len(nodePrefix)+32+len("-lock-")], session)
+		}
+		return dlock.Grant{}, cause
+	}
+	for {
+		q, err := b.queue(dir)
+		if err != nil {
+			return leave(err)
+		}
+		i := slices.Index(q, path.Base(node))
+		switch {
+		case i < 0:
+			return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s is gone", ErrSessionExpired, node)
+		case i == 0:
+			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}}, nil
+		}
+		exists, _, watch, err := b.conn.ExistsW(dir + "/" + q[i-1])
+		if err != nil {
+			return leave(err)
+		}
+		if !exists {
+			continue
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return leave(ctx.Err())
+		}
+	}
+}
+
+// Refresh checks that the hold's session is still the connection's and
+// that its node exists. go-zookeeper calls take no context and wait for a
+// reconnect, so the check runs under ctx: the lease's deadline must be
+// able to pass while ZooKeeper is unreachable.
+func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+	n := h.Handle.(holdNode)
+	if s := b.conn.SessionID(); s != n.session {
+		return fmt.Errorf("%w: %w (session %#x, now %#x)", dlock.ErrNotHeld, ErrSessionExpired, n.session, s)
+	}
+	if st := b.conn.State(); st != zk.StateHasSession {
+		return fmt.Errorf("zklock: disconnected from ZooKeeper (%v); the session may expire", st)
+	}
+	done := make(chan error, 1)
+	go func() {
+		exists, _, err := b.conn.Exists(n.path)
+		if err == nil && !exists {
+			err = fmt.Errorf("%w: node %s is gone", dlock.ErrNotHeld, n.path)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *backend) Release(_ context.Context, h dlock.Hold) error {
+	n := h.Handle.(holdNode)
+	err := b.conn.Delete(n.path, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: node %s is gone", dlock.ErrNotHeld, n.path)
+	}
+	return err
+}
+
+// Inspect reports the owner and Czxid of the first node in the queue.
+func (b *backend) Inspect(_ context.Context, name string) (dlock.Holder, bool, error) {
+	dir := b.dir(name)
+	for {
+		q, err := b.queue(dir)
+		if err != nil || len(q) == 0 {
+			return dlock.Holder{}, false, err
+		}
+		data, st, err := b.conn.Get(dir + "/" + q[0])
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		return dlock.Holder{Owner: string(data), Token: uint64(st.Czxid)}, true, nil
+	}
+}

@@ -1,0 +1,60 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+const root = "/dlock-test"
+
+func newLocker(t testing.TB, conn *zk.Conn, opts ...dlock.Option) *zklock.Locker {
+	t.Helper()
+	l, err := zklock.New(conn, root, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := l.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+// noOrphans checks that no lock node is left under root.
+func noOrphans(t *testing.T, conn *zk.Conn) {
+	t.Helper()
+	dirs, _, err := conn.Children(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		nodes, _, err := conn.Children(root + "/" + d)
+		if err == nil && len(nodes) > 0 {
+			t.Errorf("nodes left under %s/%s: %v", root, d, nodes)
+		}
+	}
+}
+
+func TestConformance(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	const session = 4 * time.Second
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			// Each Locker has its own session, as separate processes would.
+			conn := testenv.ZK(t, addrs, session)
+			return newLocker(t, conn, append([]dlock.Option{dlock.WithTTL(session)}, opts...)...)
+		},
+	})
+	noOrphans(t, testenv.ZK(t, addrs, session))
+}
