@@ -188,51 +188,86 @@ func (b *backend) queue(dir string) ([]string, error) {
 }
 
 // create makes this hold's protected ephemeral sequential node and returns
-// its path and Czxid. After a connection loss mid-create it looks for the
-// node by its GUID; if it cannot tell, a background search deletes the
+// its path and Czxid. After a connection loss mid-create it waits for the
+// connection (while the session lives and ctx allows) and looks for the
+// node by its GUID. If it cannot tell, a background search deletes the
 // node once the connection is back (or the session ends, taking it along).
-func (b *backend) create(dir, owner string) (string, uint64, error) {
+func (b *backend) create(ctx context.Context, dir, owner string) (string, uint64, error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
 	guid := hex.EncodeToString(g[:])
 	prefix := nodePrefix + guid + "-lock-"
 	session := b.conn.SessionID()
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	maybeCreated := false
+	fail := func(err error) (string, uint64, error) {
+		if maybeCreated {
+			b.forget(dir, prefix, session)
+		}
+		return "", 0, err
+	}
+	for {
 		var p string
-		p, err = b.conn.Create(dir+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, b.acl)
+		var err error
+		if maybeCreated {
+			var found bool
+			if p, found, err = b.find(dir, prefix); err == nil && !found {
+				maybeCreated = false
+				continue
+			}
+		} else {
+			p, err = b.conn.Create(dir+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, b.acl)
+		}
 		switch {
 		case err == nil:
-			_, st, err := b.conn.Exists(p)
+			var st *zk.Stat
+			err := b.retry(ctx, session, func() (err error) {
+				_, st, err = b.conn.Exists(p)
+				return err
+			})
 			if err != nil {
-				b.forget(dir, prefix, session)
-				return "", 0, err
+				maybeCreated = true
+				return fail(err)
 			}
 			return p, uint64(st.Czxid), nil
-		case errors.Is(err, zk.ErrNoNode):
-			if err = b.ensureDir(dir); err != nil {
-				return "", 0, err
+		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
+			if err := b.ensureDir(dir); err != nil {
+				return fail(err)
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// The node, if made, died with the session.
-			session = b.conn.SessionID()
-		case errors.Is(err, zk.ErrConnectionClosed):
-			if p, found, ferr := b.find(dir, prefix); ferr == nil && found {
-				_, st, err := b.conn.Exists(p)
-				if err == nil {
-					return p, uint64(st.Czxid), nil
-				}
-				b.forget(dir, prefix, session)
-				return "", 0, err
-			} else if ferr != nil {
-				b.forget(dir, prefix, session)
-				return "", 0, errors.Join(err, ferr)
+			session, maybeCreated = b.conn.SessionID(), false
+		case errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer):
+			maybeCreated = true
+			if b.conn.SessionID() != session {
+				maybeCreated = false
+				session = b.conn.SessionID()
+			}
+			select {
+			case <-ctx.Done():
+				return fail(errors.Join(ctx.Err(), err))
+			case <-time.After(50 * time.Millisecond):
 			}
 		default:
-			return "", 0, err
+			return fail(err)
 		}
 	}
-	return "", 0, err
+}
+
+// retry runs f until it returns something other than a connection error,
+// while the session lives and ctx allows: a reconnect to another server
+// keeps the session, its nodes and their places in the queue.
+func (b *backend) retry(ctx context.Context, session int64, f func() error) error {
+	for {
+		err := f()
+		if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) || b.conn.SessionID() != session {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // find looks for the node with prefix in dir.
@@ -277,13 +312,13 @@ func (b *backend) forget(dir, prefix string, session int64) {
 
 // Acquire makes one attempt: it joins the queue only if the queue is
 // empty, and leaves again unless it came first.
-func (b *backend) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
 	q, err := b.queue(dir)
 	if err != nil || len(q) > 0 {
 		return dlock.Grant{}, err
 	}
-	node, token, err := b.create(dir, r.Owner)
+	node, token, err := b.create(ctx, dir, r.Owner)
 	if err != nil {
 		return dlock.Grant{}, err
 	}
@@ -300,7 +335,7 @@ func (b *backend) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, erro
 // until its node is first. When ctx ends it deletes its node.
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
-	node, token, err := b.create(dir, r.Owner)
+	node, token, err := b.create(ctx, dir, r.Owner)
 	if err != nil {
 		return dlock.Grant{}, err
 	}
@@ -312,7 +347,11 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		return dlock.Grant{}, cause
 	}
 	for {
-		q, err := b.queue(dir)
+		var q []string
+		err := b.retry(ctx, session, func() (err error) {
+			q, err = b.queue(dir)
+			return err
+		})
 		if err != nil {
 			return leave(err)
 		}
@@ -323,7 +362,12 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		case i == 0:
 			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}}, nil
 		}
-		exists, _, watch, err := b.conn.ExistsW(dir + "/" + q[i-1])
+		var exists bool
+		var watch <-chan zk.Event
+		err = b.retry(ctx, session, func() (err error) {
+			exists, _, watch, err = b.conn.ExistsW(dir + "/" + q[i-1])
+			return err
+		})
 		if err != nil {
 			return leave(err)
 		}

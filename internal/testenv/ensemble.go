@@ -1,0 +1,124 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ZKEnsemble is the 3-node ZooKeeper ensemble of scripts/services.sh
+// (client ports 2191-2193 on 127.0.0.1).
+type ZKEnsemble struct {
+	Addrs []string
+	dir   string
+	root  string
+}
+
+// moduleRoot finds the directory holding go.mod, for scripts/.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func servicesDir() string {
+	if d := os.Getenv("DLOCK_SERVICES_DIR"); d != "" {
+		return d
+	}
+	return "/tmp/dlock-services"
+}
+
+// StartZKEnsemble starts (or finds running) the 3-node ensemble and waits
+// until every node serves.
+func StartZKEnsemble(t testing.TB) *ZKEnsemble {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &ZKEnsemble{dir: servicesDir(), root: root}
+	for i := 1; i <= 3; i++ {
+		e.Addrs = append(e.Addrs, "127.0.0.1:219"+strconv.Itoa(i))
+	}
+	e.start(t)
+	return e
+}
+
+func (e *ZKEnsemble) start(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(e.root, "scripts", "services.sh"), "zk-ensemble")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		Unavailable(t, "ZooKeeper ensemble", strings.Join(e.Addrs, ","), "scripts/services.sh zk-ensemble", fmt.Errorf("%v: %s", err, out))
+	}
+}
+
+// Restart starts any stopped node again.
+func (e *ZKEnsemble) Restart(t testing.TB) { e.start(t) }
+
+// Mode returns "leader", "follower" or "" (not serving) for node i (0-2),
+// from the srvr four-letter word.
+func (e *ZKEnsemble) Mode(i int) string {
+	c, err := net.DialTimeout("tcp", e.Addrs[i], time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprint(c, "srvr")
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return m
+		}
+	}
+	return ""
+}
+
+// Leader returns the index of the leader, or -1.
+func (e *ZKEnsemble) Leader() int {
+	for i := range e.Addrs {
+		if e.Mode(i) == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Kill stops node i with SIGKILL.
+func (e *ZKEnsemble) Kill(t testing.TB, i int) {
+	t.Helper()
+	pidFile := filepath.Join(e.dir, "zk-ens"+strconv.Itoa(i+1), "pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for dial(e.Addrs[i]) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
