@@ -188,22 +188,23 @@ func (b *backend) queue(dir string) ([]string, error) {
 }
 
 // create makes this hold's protected ephemeral sequential node and returns
-// its path and Czxid. After a connection loss mid-create it waits for the
+// its path and its Czxid (read in the background: the caller's next request
+// overlaps it; token waits for it). After a connection loss mid-create it waits for the
 // connection (while the session lives and ctx allows) and looks for the
 // node by its GUID. If it cannot tell, a background search deletes the
 // node once the connection is back (or the session ends, taking it along).
-func (b *backend) create(ctx context.Context, dir, owner string) (string, uint64, error) {
+func (b *backend) create(ctx context.Context, dir, owner string) (string, func() (uint64, error), error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
 	guid := hex.EncodeToString(g[:])
 	prefix := nodePrefix + guid + "-lock-"
 	session := b.conn.SessionID()
 	maybeCreated := false
-	fail := func(err error) (string, uint64, error) {
+	fail := func(err error) (string, func() (uint64, error), error) {
 		if maybeCreated {
 			b.forget(dir, prefix, session)
 		}
-		return "", 0, err
+		return "", nil, err
 	}
 	for {
 		var p string
@@ -219,16 +220,21 @@ func (b *backend) create(ctx context.Context, dir, owner string) (string, uint64
 		}
 		switch {
 		case err == nil:
+			czxid := make(chan error, 1)
 			var st *zk.Stat
-			err := b.retry(ctx, session, func() (err error) {
-				_, st, err = b.conn.Exists(p)
-				return err
-			})
-			if err != nil {
-				maybeCreated = true
-				return fail(err)
+			go func() {
+				czxid <- b.retry(ctx, session, func() (err error) {
+					_, st, err = b.conn.Exists(p)
+					return err
+				})
+			}()
+			token := func() (uint64, error) {
+				if err := <-czxid; err != nil {
+					return 0, err
+				}
+				return uint64(st.Czxid), nil
 			}
-			return p, uint64(st.Czxid), nil
+			return p, token, nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
 			if err := b.ensureDir(dir); err != nil {
 				return fail(err)
@@ -318,11 +324,16 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	if err != nil || len(q) > 0 {
 		return dlock.Grant{}, err
 	}
-	node, token, err := b.create(ctx, dir, r.Owner)
+	node, tokenOf, err := b.create(ctx, dir, r.Owner)
 	if err != nil {
 		return dlock.Grant{}, err
 	}
-	if q, err = b.queue(dir); err == nil && len(q) > 0 && dir+"/"+q[0] == node {
+	q, err = b.queue(dir)
+	token, terr := tokenOf()
+	if err == nil {
+		err = terr
+	}
+	if err == nil && len(q) > 0 && dir+"/"+q[0] == node {
 		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}}, nil
 	}
 	if derr := b.conn.Delete(node, -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
@@ -335,7 +346,7 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 // until its node is first. When ctx ends it deletes its node.
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
-	node, token, err := b.create(ctx, dir, r.Owner)
+	node, tokenOf, err := b.create(ctx, dir, r.Owner)
 	if err != nil {
 		return dlock.Grant{}, err
 	}
@@ -360,6 +371,10 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		case i < 0:
 			return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s is gone", ErrSessionExpired, node)
 		case i == 0:
+			token, err := tokenOf()
+			if err != nil {
+				return leave(err)
+			}
 			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}}, nil
 		}
 		var exists bool

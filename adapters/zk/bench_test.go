@@ -1,0 +1,76 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+func exists(c *zk.Conn) dlocktest.RoundTrip {
+	return func(context.Context) error {
+		_, _, err := c.Exists("/")
+		return err
+	}
+}
+
+// libLocker drives go-zookeeper's own zk.Lock through dlock.Locker, only
+// so the benchmarks can run the same workload on it: it has no ctx, no
+// re-entry and no token.
+type libLocker struct{ conn *zk.Conn }
+
+type libLease struct {
+	dlock.Lease
+	name string
+	l    *zk.Lock
+}
+
+func (l libLocker) Lock(_ context.Context, name string) (dlock.Lease, error) {
+	lk := zk.NewLock(l.conn, root+"/lib-"+name, zk.WorldACL(zk.PermAll))
+	if err := lk.Lock(); err != nil {
+		return nil, err
+	}
+	return &libLease{name: name, l: lk}, nil
+}
+
+func (l libLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error) {
+	return l.Lock(ctx, name)
+}
+
+func (l *libLease) Unlock(context.Context) error { return l.l.Unlock() }
+
+const benchSession = 10 * time.Second
+
+func BenchmarkUncontended(b *testing.B) {
+	addrs := testenv.ZKAddrs(b)
+	b.Run("zklock", func(b *testing.B) {
+		conn := testenv.ZK(b, addrs, benchSession)
+		dlocktest.BenchUncontended(b, newLocker(b, conn), exists(conn))
+	})
+	b.Run("go-zookeeper", func(b *testing.B) {
+		conn := testenv.ZK(b, addrs, benchSession)
+		dlocktest.BenchUncontended(b, libLocker{conn}, exists(conn))
+	})
+}
+
+func BenchmarkContended(b *testing.B) {
+	addrs := testenv.ZKAddrs(b)
+	run := func(b *testing.B, mk func(*zk.Conn) dlock.Locker) {
+		lockers := make([]dlock.Locker, 8)
+		for i := range lockers {
+			lockers[i] = mk(testenv.ZK(b, addrs, benchSession)) // own sessions, like processes
+		}
+		dlocktest.BenchContended(b, lockers, exists(testenv.ZK(b, addrs, benchSession)))
+	}
+	b.Run("zklock", func(b *testing.B) {
+		run(b, func(c *zk.Conn) dlock.Locker { return newLocker(b, c) })
+	})
+	b.Run("go-zookeeper", func(b *testing.B) {
+		run(b, func(c *zk.Conn) dlock.Locker { return libLocker{c} })
+	})
+}

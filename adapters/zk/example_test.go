@@ -1,0 +1,31 @@
+package zklock_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
+)
+
+func ExampleNew() {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The lease may not outlive the session: TTL no longer than it.
+	locker, err := zklock.New(conn, "/dlock", dlock.WithTTL(15*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := locker.Lock(ctx, "scheduler-leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	<-lease.Done() // lead until the session is lost
+}
