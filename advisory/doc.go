@@ -28,9 +28,13 @@
 // compared case-insensitively, so MySQLName(name) keeps short lower-case
 // names readable and hashes everything else (SHA-256).
 //
-// Pools: each held lock takes one connection out of db's pool. Lock waits
-// for a free connection as long as its ctx allows; TryLock fails at once
-// with ErrPoolExhausted when every connection of a bounded pool is in use.
+// Pools: each held lock, and each Lock waiting in the server's queue,
+// takes one connection out of db's pool. Lock waits for a free connection
+// as long as its ctx allows; TryLock fails at once with ErrPoolExhausted
+// when every connection of a bounded pool is in use. Give the Locker a
+// *sql.DB of its own when the holder's work also needs connections: on a
+// shared bounded pool, waiters can take every connection and the holder
+// can then never finish (the seckill tests show it).
 //
 // Poolers: session locks need a server session that stays with the
 // client: PgBouncer in session mode works, transaction or statement mode

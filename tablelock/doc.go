@@ -9,7 +9,7 @@
 // expires. Rows are kept after release so the token only ever grows.
 //
 // Waiting is pushed on PostgreSQL (LISTEN/NOTIFY on one listener connection
-// per Locker, shared by its waiters) and polled with capped, jittered
+// per *sql.DB, shared by the waiters of every Locker on it) and polled with capped, jittered
 // backoff on MySQL. Either way a waiter also wakes when the holder's lease
 // runs out.
 //

@@ -17,12 +17,13 @@ import (
 // so bursts of contention do not pay for a new LISTEN each time.
 const listenerIdle = 30 * time.Second
 
-// listener is one LISTEN connection per Locker, shared by all its waiters.
-// It runs while anyone waits (and listenerIdle after), and hands each
-// release notification to the waiters of that name.
+// listener is one LISTEN connection per *sql.DB, shared by the waiters of
+// every Locker on it. It runs while anyone waits (and listenerIdle after),
+// and hands each release notification to the waiters of that name.
 type listener struct {
-	db  *sql.DB
-	log *slog.Logger
+	db   *sql.DB
+	log  *slog.Logger
+	refs int // Lockers using it; guarded by listenersMu
 
 	mu      sync.Mutex
 	subs    map[string]map[chan struct{}]struct{}
@@ -41,8 +42,36 @@ type listenGen struct {
 	cancel context.CancelFunc
 }
 
-func newListener(db *sql.DB, log *slog.Logger) *listener {
-	return &listener{db: db, log: log, subs: make(map[string]map[chan struct{}]struct{})}
+var (
+	listenersMu sync.Mutex
+	listeners   = map[*sql.DB]*listener{}
+)
+
+// listenerFor returns db's shared listener; release it with unref.
+func listenerFor(db *sql.DB, log *slog.Logger) *listener {
+	listenersMu.Lock()
+	defer listenersMu.Unlock()
+	l := listeners[db]
+	if l == nil {
+		l = &listener{db: db, log: log, subs: make(map[string]map[chan struct{}]struct{})}
+		listeners[db] = l
+	}
+	l.refs++
+	return l
+}
+
+// unref drops a Locker's use of l; the last one closes it.
+func (l *listener) unref() {
+	listenersMu.Lock()
+	l.refs--
+	last := l.refs == 0
+	if last {
+		delete(listeners, l.db)
+	}
+	listenersMu.Unlock()
+	if last {
+		l.close()
+	}
 }
 
 // subscribe registers a waiter for name and returns once LISTEN is in

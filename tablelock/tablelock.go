@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -26,7 +27,8 @@ const statementTimeout = 10 * time.Second
 // Locker is a lock table client for one owner.
 type Locker struct {
 	*dlock.Client
-	listener *listener // nil on MySQL
+	listener  *listener // shared per *sql.DB; nil on MySQL
+	closeOnce sync.Once
 }
 
 var (
@@ -55,25 +57,31 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	var b dlock.Backend
 	switch dialect {
 	case sqldialect.Postgres:
-		l.listener = newListener(db, cfg.Logger)
+		l.listener = listenerFor(db, cfg.Logger)
 		b = &postgres{db: db, listener: l.listener}
 	case sqldialect.MySQL:
 		b = &mysql{db: db}
 	}
 	if l.Client, err = dlock.NewClient(b, opts...); err != nil {
+		if l.listener != nil {
+			l.listener.unref()
+		}
 		return nil, err
 	}
 	return l, nil
 }
 
 // Close ends every lease of l and releases their locks (see
-// dlock.Client.Close), then closes l's listener connection. ctx governs the
-// releases.
+// dlock.Client.Close); the last Locker of a *sql.DB to close also closes
+// the listener connection. ctx governs the releases. Close twice is a
+// no-op.
 func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
-	if l.listener != nil {
-		l.listener.close()
-	}
+	l.closeOnce.Do(func() {
+		if l.listener != nil {
+			l.listener.unref()
+		}
+	})
 	return err
 }
 

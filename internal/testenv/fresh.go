@@ -17,6 +17,24 @@ import (
 // packages' tests use the shared one. driver is "pgx" or "mysql".
 func Fresh(t testing.TB, driver string) *sql.DB {
 	t.Helper()
+	return Open(t, driver, FreshDSN(t, driver))
+}
+
+// Open opens dsn with driver; t.Cleanup closes it.
+func Open(t testing.TB, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxIdleConns(64)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// FreshDSN makes the schema or database of Fresh and returns its DSN.
+func FreshDSN(t testing.TB, driver string) string {
+	t.Helper()
 	var admin *sql.DB
 	if driver == "pgx" {
 		admin = Postgres(t)
@@ -61,11 +79,5 @@ func Fresh(t testing.TB, driver string) *sql.DB {
 		cfg.DBName = name
 		dsn = cfg.FormatDSN()
 	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxIdleConns(64)
-	t.Cleanup(func() { db.Close() })
-	return db
+	return dsn
 }
