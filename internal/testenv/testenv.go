@@ -26,15 +26,17 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // registers "mysql"
+
+	"github.com/dlockhq/dlock/internal/servers"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 )
 
-// Defaults for the env contract.
+// Defaults for the env contract (see package servers).
 const (
-	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	DefaultRedisAddr   = "127.0.0.1:6379"
-	DefaultZKAddrs     = "127.0.0.1:2181"
+	DefaultPostgresDSN = servers.DefaultPostgresDSN
+	DefaultMySQLDSN    = servers.DefaultMySQLDSN
+	DefaultRedisAddr   = servers.DefaultRedisAddr
+	DefaultZKAddrs     = servers.DefaultZKAddrs
 )
 
 // Required reports whether a missing server fails the test instead of
@@ -52,18 +54,11 @@ func Unavailable(t testing.TB, what, where, envVar string, err error) {
 	t.Skip(msg)
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // PostgresDSN is the PostgreSQL DSN tests use.
-func PostgresDSN() string { return env("DLOCK_PG_DSN", DefaultPostgresDSN) }
+func PostgresDSN() string { return servers.PostgresDSN() }
 
 // MySQLDSN is the MySQL/MariaDB DSN tests use.
-func MySQLDSN() string { return env("DLOCK_MYSQL_DSN", DefaultMySQLDSN) }
+func MySQLDSN() string { return servers.MySQLDSN() }
 
 var (
 	dockerMu  sync.Mutex
@@ -128,28 +123,12 @@ func open(t testing.TB, what, driver, envVar string) *sql.DB {
 }
 
 // Redact hides a password in a DSN so it never reaches a log.
-func Redact(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				return dsn[:i+3] + rest[:c] + ":xxx" + rest[at:]
-			}
-		}
-		return dsn
-	}
-	if at := strings.LastIndex(dsn, "@"); at >= 0 {
-		if c := strings.Index(dsn[:at], ":"); c >= 0 {
-			return dsn[:c] + ":xxx" + dsn[at:]
-		}
-	}
-	return dsn
-}
+func Redact(dsn string) string { return servers.Redact(dsn) }
 
 // RedisAddr returns the test Redis address after checking it answers.
 func RedisAddr(t testing.TB) string {
 	t.Helper()
-	addr := env("DLOCK_REDIS_ADDR", DefaultRedisAddr)
+	addr := servers.RedisAddr()
 	if err := dial(addr); err != nil {
 		Unavailable(t, "Redis", addr, "DLOCK_REDIS_ADDR", err)
 	}
@@ -159,7 +138,7 @@ func RedisAddr(t testing.TB) string {
 // ZKAddrs returns the test ZooKeeper addresses after checking one answers.
 func ZKAddrs(t testing.TB) []string {
 	t.Helper()
-	addrs := strings.Split(env("DLOCK_ZK_ADDRS", DefaultZKAddrs), ",")
+	addrs := servers.ZKAddrs()
 	var err error
 	for _, a := range addrs {
 		if err = dial(a); err == nil {

@@ -1,0 +1,474 @@
+// Command seckill runs a flash sale against every dlock strategy and
+// reports which oversells, which is fast, and by how much.
+//
+//	seckill run [--db postgres|mysql] [--strategy all|name,…] [--stock 1000]
+//	            [--buyers 200] [--users N] [--procs N] [--segments 8]
+//	            [--migrate] [--json] [--chart sale.svg]
+//
+// Buyers are concurrent; each of --users users (default twice the stock)
+// tries once, so the item sells out. With --procs N the users are spread
+// over N worker processes, as N application servers would be. Servers
+// come from DLOCK_PG_DSN, DLOCK_MYSQL_DSN, DLOCK_REDIS_ADDR and
+// DLOCK_ZK_ADDRS (defaults: the local servers); a strategy whose server is
+// not reachable is reported as skipped.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
+	"github.com/dlockhq/dlock/advisory"
+	"github.com/dlockhq/dlock/internal/servers"
+	"github.com/dlockhq/dlock/migrations"
+	"github.com/dlockhq/dlock/seckill"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// strategyNames in report order; "all" runs them all.
+var strategyNames = []string{"none", "atomic", "pessimistic", "optimistic", "tablelock", "advisory", "redis", "zk", "segmented"}
+
+type options struct {
+	db         string
+	strategies []string
+	stock      int
+	buyers     int
+	users      int
+	procs      int
+	segments   int
+	migrate    bool
+	json       bool
+	chart      string
+}
+
+func main() {
+	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "worker") {
+		fmt.Fprintln(os.Stderr, "usage: seckill run [--db postgres|mysql] [--strategy all|name,...] [--stock N] [--buyers N] [--users N] [--procs N] [--migrate] [--json] [--chart FILE]")
+		os.Exit(2)
+	}
+	opts, worker, err := parse(os.Args[1], os.Args[2:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(2)
+	}
+	if worker != nil {
+		err = runWorker(opts, *worker)
+	} else {
+		err = run(opts)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
+}
+
+// workerSpec is a worker process's share of a sale.
+type workerSpec struct {
+	goods      int64
+	firstUser  int64
+	users      int
+	strategyID string
+}
+
+func parse(cmd string, args []string) (options, *workerSpec, error) {
+	fs := flag.NewFlagSet("seckill "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o options
+	var strategy string
+	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
+	fs.StringVar(&strategy, "strategy", "all", "all, or a comma-separated list of "+strings.Join(strategyNames, ", "))
+	fs.IntVar(&o.stock, "stock", 1000, "units on sale")
+	fs.IntVar(&o.buyers, "buyers", 200, "concurrent buyers")
+	fs.IntVar(&o.users, "users", 0, "users trying to buy, once each (default twice the stock)")
+	fs.IntVar(&o.procs, "procs", 1, "worker processes the buyers are spread over")
+	fs.IntVar(&o.segments, "segments", 8, "stock segments for the segmented strategy")
+	fs.BoolVar(&o.migrate, "migrate", false, "apply dlock's and seckill's migrations first")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.StringVar(&o.chart, "chart", "", "write an SVG chart of the report to this file")
+	var w workerSpec
+	if cmd == "worker" {
+		fs.Int64Var(&w.goods, "goods", 0, "")
+		fs.Int64Var(&w.firstUser, "first-user", 1, "")
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, nil, err
+	}
+	if fs.NArg() > 0 {
+		return o, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.db != "postgres" && o.db != "mysql":
+		return o, nil, fmt.Errorf("--db must be postgres or mysql, got %q", o.db)
+	case o.stock <= 0:
+		return o, nil, fmt.Errorf("--stock must be positive, got %d", o.stock)
+	case o.buyers <= 0:
+		return o, nil, fmt.Errorf("--buyers must be positive, got %d", o.buyers)
+	case o.users < 0:
+		return o, nil, fmt.Errorf("--users must not be negative, got %d", o.users)
+	case o.procs <= 0:
+		return o, nil, fmt.Errorf("--procs must be positive, got %d", o.procs)
+	case o.segments <= 0:
+		return o, nil, fmt.Errorf("--segments must be positive, got %d", o.segments)
+	}
+	if o.users == 0 {
+		o.users = 2 * o.stock
+	}
+	if strategy == "all" {
+		o.strategies = strategyNames
+	} else {
+		for _, s := range strings.Split(strategy, ",") {
+			if !slices.Contains(strategyNames, s) {
+				return o, nil, fmt.Errorf("unknown strategy %q; choose from all, %s", s, strings.Join(strategyNames, ", "))
+			}
+			o.strategies = append(o.strategies, s)
+		}
+	}
+	if cmd == "worker" {
+		if len(o.strategies) != 1 {
+			return o, nil, errors.New("a worker runs one strategy")
+		}
+		w.users, w.strategyID = o.users, o.strategies[0]
+		return o, &w, nil
+	}
+	return o, nil, nil
+}
+
+// env is the servers of a run.
+type env struct {
+	db, locks *sql.DB
+	redis     *redis.Client
+	zk        *zk.Conn
+	redisErr  error
+	zkErr     error
+}
+
+func open(ctx context.Context, o options) (*env, error) {
+	driver, dsn := "pgx", servers.PostgresDSN()
+	if o.db == "mysql" {
+		driver, dsn = "mysql", servers.MySQLDSN()
+	}
+	openDB := func() (*sql.DB, error) {
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxIdleConns(64)
+		db.SetMaxOpenConns(40)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := db.PingContext(pctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%s not reachable at %s: %v (start it with scripts/services.sh up, or set %s)",
+				o.db, servers.Redact(dsn), err, map[string]string{"pgx": servers.PostgresEnv, "mysql": servers.MySQLEnv}[driver])
+		}
+		return db, nil
+	}
+	e := &env{}
+	var err error
+	if e.db, err = openDB(); err != nil {
+		return nil, err
+	}
+	// Advisory locks pin a connection per waiter: a pool of their own keeps
+	// waiters from taking the connections the holder needs.
+	if e.locks, err = openDB(); err != nil {
+		return nil, err
+	}
+	if c, err := net.DialTimeout("tcp", servers.RedisAddr(), time.Second); err != nil {
+		e.redisErr = fmt.Errorf("redis not reachable at %s", servers.RedisAddr())
+	} else {
+		c.Close()
+		e.redis = redis.NewClient(&redis.Options{Addr: servers.RedisAddr(), PoolSize: 4 * o.buyers})
+	}
+	e.zkErr = fmt.Errorf("zookeeper not reachable at %s", strings.Join(servers.ZKAddrs(), ","))
+	for _, a := range servers.ZKAddrs() {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			conn, _, err := zk.Connect(servers.ZKAddrs(), 10*time.Second, zk.WithLogInfo(false))
+			if err == nil {
+				e.zk, e.zkErr = conn, nil
+			}
+			break
+		}
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	e.db.Close()
+	e.locks.Close()
+	if e.redis != nil {
+		e.redis.Close()
+	}
+	if e.zk != nil {
+		e.zk.Close()
+	}
+}
+
+// strategy builds a strategy, or says why it cannot run here.
+func (e *env) strategy(name string, o options) (seckill.Strategy, func(), error) {
+	pool := func(mk func() (dlock.Locker, error)) (*seckill.Pool, func(), error) {
+		p, err := seckill.NewPool(mk)
+		return p, func() { p.Close(context.Background()) }, err
+	}
+	var (
+		p   *seckill.Pool
+		end = func() {}
+		err error
+	)
+	switch name {
+	case "none":
+		s, err := seckill.None(e.db)
+		return s, end, err
+	case "atomic":
+		s, err := seckill.Atomic(e.db)
+		return s, end, err
+	case "pessimistic":
+		s, err := seckill.Pessimistic(e.db)
+		return s, end, err
+	case "optimistic":
+		s, err := seckill.Optimistic(e.db)
+		return s, end, err
+	case "tablelock":
+		p, end, err = pool(func() (dlock.Locker, error) { return tablelock.New(e.db) })
+	case "advisory":
+		p, end, err = pool(func() (dlock.Locker, error) { return advisory.New(e.locks) })
+	case "redis", "segmented":
+		if e.redis == nil {
+			return nil, end, e.redisErr
+		}
+		p, end, err = pool(func() (dlock.Locker, error) { return redislock.New(e.redis) })
+	case "zk":
+		if e.zk == nil {
+			return nil, end, e.zkErr
+		}
+		p, end, err = pool(func() (dlock.Locker, error) { return zklock.New(e.zk, "/dlock-seckill") })
+	}
+	if err != nil {
+		return nil, end, err
+	}
+	var s seckill.Strategy
+	if name == "segmented" {
+		s, err = seckill.Segmented(e.db, o.segments, p)
+	} else {
+		s, err = seckill.Locked(e.db, name, p)
+	}
+	return s, end, err
+}
+
+// row is one strategy's line of the report.
+type row struct {
+	Strategy   string  `json:"strategy"`
+	Skipped    string  `json:"skipped,omitempty"`
+	Orders     int     `json:"orders"`
+	StockLeft  int     `json:"stock_left"`
+	Oversold   int     `json:"oversold"`
+	Duplicates int     `json:"duplicate_orders"`
+	Failures   int     `json:"failures"`
+	OrdersPerS float64 `json:"orders_per_s"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	VsAtomic   float64 `json:"throughput_vs_atomic,omitempty"`
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	e, err := open(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if o.migrate {
+		if err := migrations.Up(ctx, e.db); err != nil {
+			return err
+		}
+		if err := seckill.Migrate(ctx, e.db); err != nil {
+			return err
+		}
+	}
+	var rows []row
+	for i, name := range o.strategies {
+		goods := int64(i + 1)
+		r := row{Strategy: name}
+		res, tally, err := sale(ctx, e, o, name, goods)
+		switch {
+		case errors.Is(err, errSkipped):
+			r.Skipped = strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
+			fmt.Fprintf(os.Stderr, "%-12s skipped: %s\n", name, r.Skipped)
+		case err != nil:
+			return fmt.Errorf("%s: %w", name, err)
+		default:
+			r.Orders, r.StockLeft, r.Duplicates, r.Failures = tally.Orders, tally.StockLeft, tally.Duplicates, res.Failures
+			r.Oversold = max(tally.Orders-o.stock, 0)
+			r.OrdersPerS = float64(res.Orders) / res.Elapsed.Seconds()
+			r.P50ms = float64(res.Percentile(50)) / 1e6
+			r.P99ms = float64(res.Percentile(99)) / 1e6
+		}
+		rows = append(rows, r)
+	}
+	for i := range rows {
+		for _, a := range rows {
+			if a.Strategy == "atomic" && a.OrdersPerS > 0 && rows[i].Skipped == "" {
+				rows[i].VsAtomic = rows[i].OrdersPerS / a.OrdersPerS
+			}
+		}
+	}
+	if o.chart != "" {
+		if err := os.WriteFile(o.chart, []byte(chart(rows, o)), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	report(os.Stdout, rows, o)
+	return nil
+}
+
+var errSkipped = errors.New("skipped")
+
+// sale runs one strategy's sale, in this process or spread over workers.
+func sale(ctx context.Context, e *env, o options, name string, goods int64) (seckill.Result, seckill.Tally, error) {
+	segments := 0
+	if name == "segmented" {
+		segments = o.segments
+	}
+	if err := seckill.Reset(ctx, e.db, goods, o.stock, segments); err != nil {
+		return seckill.Result{}, seckill.Tally{}, fmt.Errorf("%w (run with --migrate to create the tables)", err)
+	}
+	var res seckill.Result
+	if o.procs == 1 {
+		s, end, err := e.strategy(name, o)
+		if err != nil {
+			end()
+			return res, seckill.Tally{}, fmt.Errorf("%w: %v", errSkipped, err)
+		}
+		res = seckill.Sell(ctx, s, goods, seckill.Users(1, o.users), o.buyers, progress(name, o.users))
+		end()
+	} else {
+		if _, _, err := e.strategy(name, o); err != nil {
+			return res, seckill.Tally{}, fmt.Errorf("%w: %v", errSkipped, err)
+		}
+		var err error
+		if res, err = spread(o, name, goods); err != nil {
+			return res, seckill.Tally{}, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "\r%-12s %d/%d buyers done in %v\n", name, o.users, o.users, res.Elapsed.Round(time.Millisecond))
+	tally, err := seckill.Count(ctx, e.db, goods, segments > 0)
+	return res, tally, err
+}
+
+func progress(name string, total int) func(int) {
+	var mu sync.Mutex
+	last := time.Now()
+	return func(done int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) > 200*time.Millisecond {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "\r%-12s %d/%d buyers done", name, done, total)
+		}
+	}
+}
+
+// workerResult is what a worker process prints.
+type workerResult struct {
+	Orders, SoldOut, Duplicates, Failures int
+	FirstError                            string
+	LatenciesNS                           []int64
+}
+
+// spread runs the users over o.procs worker processes of this program.
+func spread(o options, name string, goods int64) (seckill.Result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return seckill.Result{}, err
+	}
+	per := (o.users + o.procs - 1) / o.procs
+	results := make([]workerResult, o.procs)
+	errs := make([]error, o.procs)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range o.procs {
+		first := int64(1 + i*per)
+		n := min(per, o.users-i*per)
+		if n <= 0 {
+			continue
+		}
+		cmd := exec.Command(self, "worker", "--db", o.db, "--strategy", name, "--goods", strconv.FormatInt(goods, 10),
+			"--first-user", strconv.FormatInt(first, 10), "--users", strconv.Itoa(n),
+			"--buyers", strconv.Itoa(max(1, o.buyers/o.procs)), "--segments", strconv.Itoa(o.segments), "--stock", strconv.Itoa(o.stock))
+		cmd.Stderr = os.Stderr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := cmd.Output()
+			if err != nil {
+				errs[i] = fmt.Errorf("worker %d: %w", i, err)
+				return
+			}
+			errs[i] = json.Unmarshal(out, &results[i])
+		}()
+	}
+	wg.Wait()
+	res := seckill.Result{Elapsed: time.Since(start)}
+	for i, w := range results {
+		if errs[i] != nil {
+			return res, errs[i]
+		}
+		res.Orders += w.Orders
+		res.SoldOut += w.SoldOut
+		res.Duplicates += w.Duplicates
+		res.Failures += w.Failures
+		for _, l := range w.LatenciesNS {
+			res.Latencies = append(res.Latencies, time.Duration(l))
+		}
+	}
+	slices.Sort(res.Latencies)
+	return res, nil
+}
+
+func runWorker(o options, w workerSpec) error {
+	ctx := context.Background()
+	e, err := open(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	s, end, err := e.strategy(w.strategyID, o)
+	defer end()
+	if err != nil {
+		return err
+	}
+	res := seckill.Sell(ctx, s, w.goods, seckill.Users(w.firstUser, w.users), o.buyers, nil)
+	out := workerResult{Orders: res.Orders, SoldOut: res.SoldOut, Duplicates: res.Duplicates, Failures: res.Failures}
+	if res.FirstError != nil {
+		out.FirstError = res.FirstError.Error()
+	}
+	for _, l := range res.Latencies {
+		out.LatenciesNS = append(out.LatenciesNS, int64(l))
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
