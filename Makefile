@@ -2,6 +2,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_COUNT ?= 5
+BENCH_TIME  ?= 1000x
 BENCH_OUT   ?= bench/raw.txt
 
 .PHONY: all services test lint bench demo
@@ -26,7 +27,8 @@ lint:
 # output (benchstat format) is kept in $(BENCH_OUT).
 bench: services
 	@mkdir -p $(dir $(BENCH_OUT))
-	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
+	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
 # A flash sale on PostgreSQL with every strategy, side by side (about 20s);
 # the chart goes to sale.svg.

@@ -111,6 +111,12 @@ func parse(cmd string, args []string) (options, *workerSpec, error) {
 		fs.Int64Var(&w.firstUser, "first-user", 1, "")
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Println("usage: seckill run [flags]")
+			fs.PrintDefaults()
+			os.Exit(0)
+		}
 		return o, nil, err
 	}
 	if fs.NArg() > 0 {
