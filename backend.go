@@ -10,6 +10,9 @@ type Request struct {
 	Name  string
 	Owner string
 	TTL   time.Duration
+	// Wait is true for Lock's attempts, which will wait and try again, and
+	// false for TryLock's. Fair backends queue only waiting attempts.
+	Wait bool
 }
 
 // Grant is the outcome of one acquire attempt.
@@ -67,6 +70,15 @@ type Notifier interface {
 	// happens after it, so a waiter subscribes before its first attempt.
 	// cancel ends the subscription. ctx governs the setup only.
 	Subscribe(ctx context.Context, name string) (wake <-chan struct{}, cancel func(), err error)
+}
+
+// Leaver is implemented by backends that keep waiters in a queue on the
+// server (fair locks): Client calls Leave when a waiting Lock gives up, so
+// the queue does not wait for the waiter's timeout.
+type Leaver interface {
+	// Leave removes r's waiter from the queue. It is best effort: a
+	// waiter that is not removed leaves when its queue entry times out.
+	Leave(ctx context.Context, r Request) error
 }
 
 // Blocker is implemented by backends whose server queues waiters itself

@@ -143,7 +143,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (_ Lease, err error) {
 	subscribed := func() {}
 	defer func() { subscribed() }()
-	req := Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL}
+	req := Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}
 	// A push-capable backend is subscribed to only once the first attempt
 	// found the name taken (an uncontended Lock pays no subscription);
 	// the attempt after subscribing comes at once, so a release between
@@ -229,8 +229,16 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (_ Lease, err 
 	}
 }
 
-// abandon forgets h after an acquire that did not succeed.
+// abandon forgets h after an acquire that did not succeed, and takes a
+// waiter out of a server-side queue.
 func (c *Client) abandon(h *hold) {
+	if l, ok := c.backend.(Leaver); ok && h.waiting {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+		if err := l.Leave(ctx, Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}); err != nil {
+			c.cfg.Logger.Warn("dlock: leaving the wait queue failed; the entry times out", "name", h.Name, "err", err)
+		}
+		cancel()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.holds[h.Name] == h {

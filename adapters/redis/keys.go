@@ -13,9 +13,14 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // keys are one lock's keys; the hash tag puts them in one cluster slot.
 type keys struct {
 	lock, fence, channel string
+	queue, timeouts      string // fair lock
+	waiterPrefix         string // fair lock: + waiter id = its channel
 }
 
 func keysFor(name string) keys {
 	tag := Prefix + "{" + tagEscaper.Replace(name) + "}"
-	return keys{lock: tag, fence: tag + ":fence", channel: tag + ":released"}
+	return keys{
+		lock: tag, fence: tag + ":fence", channel: tag + ":released",
+		queue: tag + ":queue", timeouts: tag + ":queue-timeouts", waiterPrefix: tag + ":waiter:",
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -102,6 +103,10 @@ func (n *notifier) remove(channel string, wake chan struct{}) {
 	n.removeLocked(channel, wake)
 }
 
+// idleUnsubscribe is how long a channel stays subscribed with no waiter,
+// so a Locker that waits on the same name again soon pays nothing.
+const idleUnsubscribe = time.Second
+
 func (n *notifier) removeLocked(channel string, wake chan struct{}) {
 	delete(n.waiters[channel], wake)
 	if len(n.waiters[channel]) > 0 || n.ps == nil || n.closed {
@@ -111,13 +116,20 @@ func (n *notifier) removeLocked(channel string, wake chan struct{}) {
 	if len(n.pending[channel]) > 0 {
 		return // a subscription is in flight; its confirmation cleans up
 	}
-	delete(n.confirmed, channel)
-	ctx := context.Background()
-	if n.sharded {
-		_ = n.ps.SUnsubscribe(ctx, channel)
-	} else {
-		_ = n.ps.Unsubscribe(ctx, channel)
-	}
+	time.AfterFunc(idleUnsubscribe, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if len(n.waiters[channel]) > 0 || len(n.pending[channel]) > 0 || !n.confirmed[channel] || n.closed {
+			return
+		}
+		delete(n.confirmed, channel)
+		ctx := context.Background()
+		if n.sharded {
+			_ = n.ps.SUnsubscribe(ctx, channel)
+		} else {
+			_ = n.ps.Unsubscribe(ctx, channel)
+		}
+	})
 }
 
 // run delivers messages and confirmations until the PubSub is closed.

@@ -16,9 +16,19 @@ var (
 	releaseSrc string
 	//go:embed scripts/fence.lua
 	fenceSrc string
+	//go:embed scripts/fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed scripts/fair_release.lua
+	fairReleaseSrc string
+	//go:embed scripts/fair_leave.lua
+	fairLeaveSrc string
 
 	acquireScript = redis.NewScript(acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 	fenceScript   = redis.NewScript(fenceSrc)
+
+	fairAcquireScript = redis.NewScript(fairAcquireSrc)
+	fairReleaseScript = redis.NewScript(fairReleaseSrc)
+	fairLeaveScript   = redis.NewScript(fairLeaveSrc)
 )

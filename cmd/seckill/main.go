@@ -46,7 +46,7 @@ import (
 )
 
 // strategyNames in report order; "all" runs them all.
-var strategyNames = []string{"none", "atomic", "pessimistic", "optimistic", "tablelock", "advisory", "redis", "zk", "segmented"}
+var strategyNames = []string{"none", "atomic", "pessimistic", "optimistic", "tablelock", "advisory", "redis", "redis-fair", "zk", "segmented"}
 
 type options struct {
 	db         string
@@ -263,6 +263,11 @@ func (e *env) strategy(name string, o options) (seckill.Strategy, func(), error)
 			return nil, end, e.redisErr
 		}
 		p, end, err = pool(func() (dlock.Locker, error) { return redislock.New(e.redis) })
+	case "redis-fair":
+		if e.redis == nil {
+			return nil, end, e.redisErr
+		}
+		p, end, err = pool(func() (dlock.Locker, error) { return redislock.NewFair(e.redis) })
 	case "zk":
 		if e.zk == nil {
 			return nil, end, e.zkErr

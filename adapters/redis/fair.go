@@ -1,0 +1,113 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+)
+
+// DefaultQueueTimeout is how long a fair lock's waiter keeps its place in
+// the queue without retrying; waiters retry at half of it, so only a
+// waiter that died (or was cut off) loses its place.
+const DefaultQueueTimeout = 5 * time.Second
+
+// NewFair returns a fair lock: waiters get the lock in the order they
+// asked for it (a FIFO queue on the server, as Redisson's RedissonFairLock),
+// and a release wakes only the first waiter, so a hand-off costs the same
+// with 2 waiters or 200. TryLock does not queue: it fails while anyone
+// waits. A waiter whose Lock gives up leaves the queue at once; one that
+// dies leaves it after DefaultQueueTimeout. Each fair Locker is its own
+// owner (its queue entry is its owner id). It does no I/O; client stays
+// the caller's.
+func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
+	if client == nil {
+		return nil, errors.New("redislock: nil client")
+	}
+	cfg, err := dlock.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	owner := cfg.Owner + "/" + holdID()
+	if len(owner) > dlock.MaxNameLen {
+		owner = owner[len(owner)-dlock.MaxNameLen:]
+	}
+	n := newNotifier(client)
+	b := &fairBackend{backend: backend{client: client, notifier: n}, owner: owner, queueTimeout: DefaultQueueTimeout}
+	c, err := dlock.NewClient(b, append(opts, dlock.WithOwner(owner))...)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{Client: c, notifier: n}, nil
+}
+
+type fairBackend struct {
+	backend
+	owner        string
+	queueTimeout time.Duration
+}
+
+var (
+	_ dlock.Backend   = (*fairBackend)(nil)
+	_ dlock.Notifier  = (*fairBackend)(nil)
+	_ dlock.Leaver    = (*fairBackend)(nil)
+	_ dlock.Inspector = (*fairBackend)(nil)
+)
+
+func (k keys) fair() []string { return []string{k.lock, k.fence, k.queue, k.timeouts} }
+
+func (b *fairBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	k := keysFor(r.Name)
+	hold := holdID()
+	wait := "0"
+	if r.Wait {
+		wait = "1"
+	}
+	res, err := fairAcquireScript.Run(ctx, b.client, k.fair(), r.Owner, ms(r.TTL), hold, wait,
+		ms(b.queueTimeout), k.waiterPrefix, b.notifier.publishCommand()).Int64Slice()
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	if len(res) != 2 {
+		return dlock.Grant{}, fmt.Errorf("redislock: fair acquire script returned %v", res)
+	}
+	if res[0] == 1 {
+		return dlock.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+	}
+	// Retry by then at the latest: the holder's lease may run out, and
+	// the queue entry must be kept fresh.
+	return dlock.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
+}
+
+func (b *fairBackend) Release(ctx context.Context, h dlock.Hold) error {
+	k := keysFor(h.Name)
+	token := ""
+	if h.Token != 0 {
+		token = strconv.FormatUint(h.Token, 10)
+	}
+	left, err := fairReleaseScript.Run(ctx, b.client, k.fair(), h.Owner, h.Handle.(string), token,
+		k.waiterPrefix, b.notifier.publishCommand()).Int64()
+	if err != nil {
+		return err
+	}
+	if left < 0 {
+		return fmt.Errorf("%w: %q with token %d was not held", dlock.ErrNotHeld, h.Name, h.Token)
+	}
+	return nil
+}
+
+func (b *fairBackend) Leave(ctx context.Context, r dlock.Request) error {
+	k := keysFor(r.Name)
+	return fairLeaveScript.Run(ctx, b.client, k.fair(), r.Owner, k.waiterPrefix, b.notifier.publishCommand()).Err()
+}
+
+// Subscribe listens on this waiter's own channel: only the first waiter
+// is told of a release.
+func (b *fairBackend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return b.notifier.subscribe(ctx, keysFor(name).waiterPrefix+b.owner)
+}

@@ -1,0 +1,146 @@
+package redislock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+func newFair(t testing.TB, c redis.UniversalClient, opts ...dlock.Option) *redislock.Locker {
+	t.Helper()
+	l, err := redislock.NewFair(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+func TestFairConformance(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			return newFair(t, client(t, addr), opts...)
+		},
+	})
+}
+
+// Requests spaced in time are granted in the order they were made.
+func TestFairOrder(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	name := dlocktest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	first, err := newFair(t, client(t, addr)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		l := newFair(t, client(t, addr))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			lease.Unlock(ctx)
+		}()
+		time.Sleep(30 * time.Millisecond) // space the requests
+	}
+	first.Unlock(ctx)
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want requests' order 0..%d", order, n-1)
+		}
+	}
+}
+
+// commandCalls sums the calls of the commands clients send (scripts and
+// pub/sub), from INFO commandstats.
+func commandCalls(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	stats, err := c.InfoMap(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for cmd, fields := range stats["Commandstats"] {
+		switch cmd {
+		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_subscribe", "cmdstat_unsubscribe", "cmdstat_ssubscribe", "cmdstat_sunsubscribe":
+			var calls int64
+			if _, err := fmtSscan(fields, &calls); err == nil {
+				n += calls
+			}
+		}
+	}
+	return n
+}
+
+// With 64 waiters on the fair lock, a hand-off costs a bounded number of
+// requests: only the first waiter wakes.
+func TestFairHerdFree(t *testing.T) {
+	srv := testenv.RedisServers(t, 1)[0] // a server of its own: nothing else counts
+	admin := client(t, srv.Addr)
+	name := dlocktest.Name(t)
+	const waiters = 64
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	first, err := newFair(t, client(t, srv.Addr)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := make(chan dlock.Lease, waiters)
+	for range waiters {
+		l := newFair(t, client(t, srv.Addr))
+		go func() {
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases <- lease
+		}()
+	}
+	for admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() < waiters {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Then until every waiter has subscribed and tried again: quiet.
+	before := commandCalls(t, admin)
+	for range 50 {
+		time.Sleep(100 * time.Millisecond)
+		now := commandCalls(t, admin)
+		quiet := now == before
+		before = now
+		if quiet {
+			break
+		}
+	}
+	first.Unlock(ctx)
+	for range waiters {
+		lease := <-leases
+		lease.Unlock(ctx)
+	}
+	per := float64(commandCalls(t, admin)-before) / waiters
+	t.Logf("%.2f requests per hand-off with %d waiters", per, waiters)
+	if per > 3 {
+		t.Fatalf("%.2f requests per hand-off: waiters are stampeding", per)
+	}
+}
