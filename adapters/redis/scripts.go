@@ -22,6 +22,14 @@ var (
 	fairReleaseSrc string
 	//go:embed scripts/fair_leave.lua
 	fairLeaveSrc string
+	//go:embed scripts/sem_acquire.lua
+	semAcquireSrc string
+	//go:embed scripts/sem_release.lua
+	semReleaseSrc string
+	//go:embed scripts/sem_refresh.lua
+	semRefreshSrc string
+	//go:embed scripts/latch_count_down.lua
+	latchCountDownSrc string
 
 	acquireScript = redis.NewScript(acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
@@ -31,4 +39,9 @@ var (
 	fairAcquireScript = redis.NewScript(fairAcquireSrc)
 	fairReleaseScript = redis.NewScript(fairReleaseSrc)
 	fairLeaveScript   = redis.NewScript(fairLeaveSrc)
+
+	semAcquireScript     = redis.NewScript(semAcquireSrc)
+	semReleaseScript     = redis.NewScript(semReleaseSrc)
+	semRefreshScript     = redis.NewScript(semRefreshSrc)
+	latchCountDownScript = redis.NewScript(latchCountDownSrc)
 )

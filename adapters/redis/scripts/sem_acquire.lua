@@ -1,0 +1,19 @@
+-- Semaphore with expiring permits (Redisson's PermitExpirableSemaphore).
+-- KEYS[1] permits in use (zset permit id -> server-time ms it expires),
+-- KEYS[2] permit sizes (hash permit id -> permits it holds)
+-- ARGV[1] capacity, ARGV[2] permits wanted, ARGV[3] permit id, ARGV[4] lease ms
+-- Returns 1 when granted, 0 when not enough permits are free.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Permits whose holder stopped renewing come back.
+for _, id in ipairs(redis.call('zrangebyscore', KEYS[1], '-inf', now)) do
+  redis.call('hdel', KEYS[2], id)
+end
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+local used = 0
+for _, n in ipairs(redis.call('hvals', KEYS[2])) do used = used + tonumber(n) end
+local want = tonumber(ARGV[2])
+if used + want > tonumber(ARGV[1]) then return 0 end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
+redis.call('hset', KEYS[2], ARGV[3], want)
+return 1
