@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"log"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,4 +39,46 @@ func ExampleNewRedlock() {
 		log.Fatal(err)
 	}
 	_ = locker
+}
+
+// A fair lock grants in request order; a release wakes only the next
+// waiter.
+func ExampleNewFair() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	locker, err := redislock.NewFair(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = locker
+}
+
+// At most 10 report jobs at once; a crashed job's permit returns after
+// its lease.
+func ExampleNewSemaphore() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	sem, err := redislock.NewSemaphore(client, "report-jobs", 10, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	permit, err := sem.Acquire(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Release(ctx)
+}
+
+// Many readers or one writer; the writer may downgrade.
+func ExampleNewReadWrite() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rw, err := redislock.NewReadWrite(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := rw.Read.Lock(ctx, "catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
 }

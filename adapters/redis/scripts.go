@@ -30,6 +30,8 @@ var (
 	semRefreshSrc string
 	//go:embed scripts/latch_count_down.lua
 	latchCountDownSrc string
+	//go:embed scripts/rwlock.lua
+	rwlockSrc string
 
 	acquireScript = redis.NewScript(acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
@@ -44,4 +46,5 @@ var (
 	semReleaseScript     = redis.NewScript(semReleaseSrc)
 	semRefreshScript     = redis.NewScript(semRefreshSrc)
 	latchCountDownScript = redis.NewScript(latchCountDownSrc)
+	rwlockScript         = redis.NewScript(rwlockSrc)
 )
