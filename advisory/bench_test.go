@@ -1,39 +1,31 @@
 package advisory_test
 
 import (
-	"context"
-	"database/sql"
 	"testing"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 )
-
-func selectOne(db *sql.DB) dlocktest.RoundTrip {
-	return func(ctx context.Context) error {
-		var one int
-		return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
-	}
-}
 
 func BenchmarkUncontended(b *testing.B) {
 	for _, d := range databases {
-		b.Run(d.name, func(b *testing.B) {
-			db := migrated(b, d.open)
-			dlocktest.BenchUncontended(b, newLocker(b, db), selectOne(db))
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			dlocktest.BenchUncontended(b, newLocker(b, db), testenv.SelectOne(db))
 		})
 	}
 }
 
 func BenchmarkContended(b *testing.B) {
 	for _, d := range databases {
-		b.Run(d.name, func(b *testing.B) {
-			db := migrated(b, d.open)
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
 			lockers := make([]dlock.Locker, 8)
 			for i := range lockers {
-				lockers[i] = newLocker(b, d.open(b))
+				lockers[i] = newLocker(b, d.Open(b))
 			}
-			dlocktest.BenchContended(b, lockers, selectOne(db))
+			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
 		})
 	}
 }

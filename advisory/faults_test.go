@@ -19,9 +19,9 @@ import (
 // works again once a lock is released.
 func TestPoolExhaustion(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			migrated(t, d.open) // schema, through the shared pool
-			db := d.open(t)
+		t.Run(d.Name, func(t *testing.T) {
+			migrated(t, d.Open) // schema, through the shared pool
+			db := d.Open(t)
 			db.SetMaxOpenConns(2)
 			l := newLocker(t, db)
 			ctx := context.Background()
@@ -56,8 +56,8 @@ func TestPoolExhaustion(t *testing.T) {
 // into ErrNotHeld), and the name is free after.
 func TestUnlockOnLockingSession(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			db := migrated(t, d.open)
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
 			ctx := context.Background()
 			name := dlocktest.Name(t)
 			lease, err := newLocker(t, db).Lock(ctx, name)
@@ -89,8 +89,8 @@ func TestUnlockOnLockingSession(t *testing.T) {
 // next ping fails) and lets another owner in.
 func TestKillHolderSession(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			db := migrated(t, d.open)
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
 			ctx := context.Background()
 			name := dlocktest.Name(t)
 			holder := newLocker(t, db, dlock.WithTTL(time.Second))
@@ -100,7 +100,7 @@ func TestKillHolderSession(t *testing.T) {
 			}
 			kill := "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1"
 			arg := any(fmt.Sprintf("dlock %d %s", lease.Token(), lease.Owner()))
-			if d.name == "mysql" {
+			if d.Name == "mysql" {
 				var id int64
 				if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", advisory.MySQLName(name)).Scan(&id); err != nil {
 					t.Fatal(err)
@@ -138,8 +138,8 @@ func TestKillHolderSession(t *testing.T) {
 // session is left waiting for the lock.
 func TestCancelLeavesNoWaiter(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			db := migrated(t, d.open)
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
 			name := dlocktest.Name(t)
 			holder, err := newLocker(t, db).Lock(context.Background(), name)
 			if err != nil {
@@ -152,7 +152,7 @@ func TestCancelLeavesNoWaiter(t *testing.T) {
 				t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 			}
 			q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`
-			if d.name == "mysql" {
+			if d.Name == "mysql" {
 				q = `SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'`
 			}
 			deadline := time.Now().Add(dlocktest.Timeout)

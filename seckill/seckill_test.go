@@ -53,10 +53,6 @@ func databases(t *testing.T, driver string) (data, locks *sql.DB) {
 	return db, locks
 }
 
-func closeLater(t *testing.T, c interface{ Close(context.Context) error }) {
-	t.Cleanup(func() { c.Close(context.Background()) })
-}
-
 // strategies builds every strategy over db; lock-based ones lend each
 // buyer a Locker of its own (seckill.Pool).
 func strategies(t *testing.T, db, locks *sql.DB) map[string]func() seckill.Strategy {
@@ -99,7 +95,7 @@ func perBuyer(t *testing.T, mk func() (dlock.Locker, error)) dlock.Locker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeLater(t, p)
+	testenv.Closing(t, p)
 	return p
 }
 
@@ -175,10 +171,10 @@ func TestFencingRefusesExpiredHolder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeLater(t, slowLocker)
+			testenv.Closing(t, slowLocker)
 			slow, _ := seckill.Locked(db, "tablelock", slowLocker, seckill.WithHoldDelay(1500*time.Millisecond))
 			fastLocker, _ := tablelock.New(db)
-			closeLater(t, fastLocker)
+			testenv.Closing(t, fastLocker)
 			fast, _ := seckill.Locked(db, "tablelock", fastLocker)
 
 			slowErr := make(chan error, 1)

@@ -115,11 +115,11 @@ func TestMain(m *testing.M) {
 // takes it with a larger token.
 func TestCrash(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			db := migrated(t, d.open)
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
 			name := dlocktest.Name(t)
 			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), crashChildEnv+"="+d.name+":"+name)
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+d.Name+":"+name)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -201,9 +201,9 @@ func viaProxy(t *testing.T, dialect string) (*sql.DB, *testenv.Proxy) {
 // take the lock.
 func TestLostRenewal(t *testing.T) {
 	for _, d := range databases {
-		t.Run(d.name, func(t *testing.T) {
-			direct := migrated(t, d.open)
-			viaDB, proxy := viaProxy(t, d.name)
+		t.Run(d.Name, func(t *testing.T) {
+			direct := migrated(t, d.Open)
+			viaDB, proxy := viaProxy(t, d.Name)
 			name := dlocktest.Name(t)
 			holder := newLocker(t, viaDB, dlock.WithTTL(3*time.Second))
 			observer := newLocker(t, direct)

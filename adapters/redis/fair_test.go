@@ -20,8 +20,7 @@ func newFair(t testing.TB, c redis.UniversalClient, opts ...dlock.Option) *redis
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close(context.Background()) })
-	return l
+	return testenv.Closing(t, l)
 }
 
 func TestFairConformance(t *testing.T) {

@@ -1,9 +1,7 @@
 package redislock_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,14 +24,7 @@ func newLocker(t testing.TB, c redis.UniversalClient, opts ...dlock.Option) *red
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := l.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return l
+	return testenv.Closing(t, l)
 }
 
 func TestConformance(t *testing.T) {

@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,14 +20,7 @@ func newLocker(t testing.TB, conn *zk.Conn, opts ...dlock.Option) *zklock.Locker
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := l.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return l
+	return testenv.Closing(t, l)
 }
 
 // noOrphans checks that no lock node is left under root.

@@ -73,7 +73,7 @@ func run(in io.Reader, out io.Writer) error {
 		switch {
 		case v >= 1e6 && strings.HasSuffix(unit, "ns") || unit == "ns/cycle" || unit == "gap-ns" || unit == "rtt-ns":
 			return fmt.Sprintf("%.0f µs", v/1e3)
-		case v >= 100:
+		case unit == "allocs/op" || v >= 100:
 			return fmt.Sprintf("%.0f", v)
 		}
 		return fmt.Sprintf("%.2f", v)

@@ -1,0 +1,53 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock/migrations"
+)
+
+// SQLDatabases are the SQL servers the SQL backends' tests run against.
+var SQLDatabases = []struct {
+	Name string
+	Open func(testing.TB) *sql.DB
+}{
+	{"postgres", Postgres},
+	{"mysql", MySQL},
+}
+
+// Migrated opens a database with open and brings dlock's schema up to date.
+func Migrated(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
+	t.Helper()
+	db := open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// SelectOne is a bare round trip to db, the unit of the SQL benchmarks.
+func SelectOne(db *sql.DB) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var one int
+		return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	}
+}
+
+// Closing closes c when t ends, with a fresh context, and reports an
+// error from it.
+func Closing[C interface{ Close(context.Context) error }](t testing.TB, c C) C {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
