@@ -23,11 +23,13 @@ lint:
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-# Benchmarks W1 (uncontended) and W2 (contended) for every backend; the raw
-# output (benchstat format) is kept in $(BENCH_OUT).
+# Benchmarks W1 (uncontended), W2 (contended) and the herd (64 waiters)
+# for every backend; the raw output (benchstat format) is kept in
+# $(BENCH_OUT). Herd runs once per count: it measures one queue.
 bench: services
 	@mkdir -p $(dir $(BENCH_OUT))
-	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench 'Uncontended|Contended' -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -run '^$$' -bench Herd -benchtime 1x -count $(BENCH_COUNT) ./... | tee -a $(BENCH_OUT)
 	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
 # A flash sale on PostgreSQL with every strategy, side by side (about 20s);

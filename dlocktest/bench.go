@@ -149,3 +149,74 @@ func measureRTT(b *testing.B, rtt RoundTrip) time.Duration {
 	}
 	return ds[n/2]
 }
+
+// Requests reads a server-side counter of requests served (Redis INFO
+// commandstats, PostgreSQL pg_stat_database, MySQL Questions, ZooKeeper
+// mntr packets), for BenchHerd.
+type Requests func(ctx context.Context) (int64, error)
+
+// BenchHerd measures the thundering herd: len(lockers) waiters queue on
+// one name, then each hand-off is counted in server requests, reported as
+// requests/hand-off. A herd-free lock stays near 2-3 whatever the number
+// of waiters; one that wakes every waiter grows with them. b.N is not
+// used: the figure is per hand-off of one queue.
+func BenchHerd(b *testing.B, holder dlock.Locker, lockers []dlock.Locker, requests Requests) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*Timeout)
+	defer cancel()
+	name := Name(b)
+	var perHandOff float64
+	for i := 0; i < b.N; i++ {
+		first, err := holder.Lock(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		leases := make(chan dlock.Lease, len(lockers))
+		errs := make(chan error, len(lockers))
+		for _, l := range lockers {
+			go func() {
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					errs <- err
+					return
+				}
+				leases <- lease
+			}()
+		}
+		// Let every waiter queue and settle: the server goes quiet.
+		before, err := requests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 100 {
+			time.Sleep(100 * time.Millisecond)
+			now, err := requests(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			quiet := now-before <= 2
+			before = now
+			if quiet {
+				break
+			}
+		}
+		if err := first.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for range lockers {
+			select {
+			case lease := <-leases:
+				if err := lease.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			case err := <-errs:
+				b.Fatal(err)
+			}
+		}
+		after, err := requests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		perHandOff += float64(after-before) / float64(len(lockers))
+	}
+	b.ReportMetric(perHandOff/float64(b.N), "requests/hand-off")
+}

@@ -1,6 +1,7 @@
 package tablelock_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/dlockhq/dlock"
@@ -34,4 +35,23 @@ func BenchmarkContended(b *testing.B) {
 			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
 		})
 	}
+}
+
+// BenchmarkHerd counts MySQL's Questions (statements from clients) per
+// hand-off with 64 waiters. PostgreSQL has no such live counter: its
+// statistics reach pg_stat_database up to seconds late.
+func BenchmarkHerd(b *testing.B) {
+	b.Run("mysql", func(b *testing.B) {
+		db := migrated(b, testenv.MySQL)
+		waiters := make([]dlock.Locker, 64)
+		for i := range waiters {
+			waiters[i] = newLocker(b, db)
+		}
+		dlocktest.BenchHerd(b, newLocker(b, db), waiters, func(ctx context.Context) (int64, error) {
+			var name string
+			var n int64
+			err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
+			return n, err
+		})
+	})
 }

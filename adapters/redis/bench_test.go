@@ -28,3 +28,43 @@ func BenchmarkContended(b *testing.B) {
 	}
 	dlocktest.BenchContended(b, lockers, ping(client(b, addr)))
 }
+
+// commandCount sums the client-issued commands of INFO commandstats.
+func commandCount(c *redis.Client) dlocktest.Requests {
+	return func(ctx context.Context) (int64, error) {
+		stats, err := c.InfoMap(ctx, "commandstats").Result()
+		if err != nil {
+			return 0, err
+		}
+		var n int64
+		for cmd, fields := range stats["Commandstats"] {
+			switch cmd {
+			case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_subscribe", "cmdstat_unsubscribe":
+				var calls int64
+				if _, err := fmtSscan(fields, &calls); err == nil {
+					n += calls
+				}
+			}
+		}
+		return n, nil
+	}
+}
+
+func BenchmarkHerd(b *testing.B) {
+	for _, kind := range []string{"lock", "fair"} {
+		b.Run(kind, func(b *testing.B) {
+			srv := testenv.RedisServers(b, 1)[0] // nothing else counts here
+			mk := func() dlock.Locker {
+				if kind == "fair" {
+					return newFair(b, client(b, srv.Addr))
+				}
+				return newLocker(b, client(b, srv.Addr))
+			}
+			waiters := make([]dlock.Locker, 64)
+			for i := range waiters {
+				waiters[i] = mk()
+			}
+			dlocktest.BenchHerd(b, mk(), waiters, commandCount(client(b, srv.Addr)))
+		})
+	}
+}

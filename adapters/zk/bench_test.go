@@ -74,3 +74,15 @@ func BenchmarkContended(b *testing.B) {
 		run(b, func(c *zk.Conn) dlock.Locker { return libLocker{c} })
 	})
 }
+
+func BenchmarkHerd(b *testing.B) {
+	addrs := testenv.ZKAddrs(b)
+	conn := testenv.ZK(b, addrs[:1], 30*time.Second) // one session: one pinger
+	waiters := make([]dlock.Locker, 64)
+	for i := range waiters {
+		waiters[i] = newLocker(b, conn)
+	}
+	dlocktest.BenchHerd(b, newLocker(b, conn), waiters, func(context.Context) (int64, error) {
+		return mntrPackets(addrs[0])
+	})
+}

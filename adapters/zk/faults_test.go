@@ -100,24 +100,30 @@ func TestHolderKilled(t *testing.T) {
 	noOrphans(t, conn)
 }
 
-// packets reads zk_packets_received from the server's mntr.
-func packets(t *testing.T, addr string) int64 {
-	t.Helper()
+// mntrPackets reads zk_packets_received from the server's mntr.
+func mntrPackets(addr string) (int64, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer c.Close()
 	fmt.Fprint(c, "mntr")
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "zk_packets_received\t"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
+			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	t.Fatal("no zk_packets_received in mntr")
-	return 0
+	return 0, fmt.Errorf("no zk_packets_received in mntr of %s", addr)
+}
+
+func packets(t *testing.T, addr string) int64 {
+	t.Helper()
+	n, err := mntrPackets(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // With 64 waiters queued, each hand-off costs the server a bounded number

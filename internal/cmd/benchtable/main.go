@@ -79,19 +79,23 @@ func run(in io.Reader, out io.Writer) error {
 		return fmt.Sprintf("%.2f", v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\tlost\tviolations\truns\t")
+	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\tlost\tviolations\treq/hand-off\truns\t")
 	for _, k := range order {
 		workload, backend, _ := strings.Cut(k.bench, "/")
 		if backend != "" {
 			backend = "/" + backend
 		}
-		if strings.HasPrefix(workload, "Uncontended") {
-			fmt.Fprintf(tw, "%s%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t%d\t\n", k.pkg, backend,
-				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), len(metrics[k]["ns/op"]))
-		} else {
-			fmt.Fprintf(tw, "%s%s\tW2\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%d\t\n", k.pkg, backend,
+		runs := len(metrics[k]["ns/op"])
+		switch {
+		case strings.HasPrefix(workload, "Uncontended"):
+			fmt.Fprintf(tw, "%s%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t%d\t\n", k.pkg, backend,
+				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), runs)
+		case strings.HasPrefix(workload, "Herd"):
+			fmt.Fprintf(tw, "%s%s\therd (64)\t\t\t\t\t\t\t\t\t\t%s\t%d\t\n", k.pkg, backend, median(k, "requests/hand-off"), runs)
+		default:
+			fmt.Fprintf(tw, "%s%s\tW2\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t\t%d\t\n", k.pkg, backend,
 				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"),
-				median(k, "lost-updates"), median(k, "violations"), len(metrics[k]["ns/op"]))
+				median(k, "lost-updates"), median(k, "violations"), runs)
 		}
 	}
 	return tw.Flush()

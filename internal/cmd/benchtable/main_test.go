@@ -9,13 +9,14 @@ func TestTable(t *testing.T) {
 	in := `pkg: github.com/dlockhq/dlock/adapters/redis
 BenchmarkUncontended-2   	    5000	    192212 ns/op	    145194 ns/cycle	     46907 rtt-ns	         3.095 rtts/cycle	    3144 B/op	      65 allocs/op
 BenchmarkUncontended-2   	    5000	    192212 ns/op	    155194 ns/cycle	     46907 rtt-ns	         3.300 rtts/cycle	    3144 B/op	      65 allocs/op
+BenchmarkHerd/fair-2     	       1	 386065463 ns/op	         2.031 requests/hand-off
 BenchmarkContended-2     	    5000	    270799 ns/op	      3693 acq/s	    118512 gap-ns	         4.470 gap-rtts	         0 lost-updates	     26510 rtt-ns	         0 violations
 `
 	var out strings.Builder
 	if err := run(strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"adapters/redis", "W1", "3.30", "W2", "3693", "4.47"} {
+	for _, want := range []string{"adapters/redis", "W1", "3.30", "W2", "3693", "4.47", "herd (64)", "2.03"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
