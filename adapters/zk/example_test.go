@@ -29,3 +29,22 @@ func ExampleNew() {
 	defer lease.Unlock(ctx)
 	<-lease.Done() // lead until the session is lost
 }
+
+func ExampleNewReadWrite() {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rw, err := zklock.NewReadWrite(conn, "/dlock", dlock.WithTTL(15*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// Many processes may read the price list at once; a writer waits for
+	// them, and readers that come after a waiting writer wait for it.
+	lease, err := rw.Read.Lock(ctx, "price-list")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+}

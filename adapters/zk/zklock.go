@@ -25,6 +25,7 @@ package zklock
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,7 +67,11 @@ func New(conn *zk.Conn, root string, opts ...dlock.Option) (*Locker, error) {
 	if err := validRoot(root); err != nil {
 		return nil, err
 	}
-	b := &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{})}
+	return newLocker(conn, root, "lock", "", opts...)
+}
+
+func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (*Locker, error) {
+	b := &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
@@ -124,6 +129,9 @@ type backend struct {
 	acl       []zk.ACL
 	closed    chan struct{}
 	closeOnce sync.Once
+	// kind is "lock" (a mutex), "read" or "write" (a read-write lock);
+	// suffix keeps each kind's directory apart (escape never writes '.').
+	kind, suffix string
 }
 
 var (
@@ -140,9 +148,44 @@ type holdNode struct {
 
 func (b *backend) dir(name string) string {
 	if b.root == "/" {
-		return "/" + escape(name)
+		return "/" + escape(name) + b.suffix
 	}
-	return b.root + "/" + escape(name)
+	return b.root + "/" + escape(name) + b.suffix
+}
+
+// ownerTag is a short hash of an owner id, in read-write node names, so a
+// reader can see which write node is its own owner's (a downgrade).
+func ownerTag(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:8])
+}
+
+// nodeName is the prefix of this hold's node: protected GUID, kind, and
+// for read-write nodes the owner's tag; the server appends the sequence.
+func (b *backend) nodeName(guid, owner string) string {
+	if b.kind == "lock" {
+		return nodePrefix + guid + "-lock-"
+	}
+	return nodePrefix + guid + "-" + b.kind + "-" + ownerTag(owner) + "-"
+}
+
+// blocker returns the node of q that node i must wait for, or "" when it
+// may hold now. A mutex or a writer waits for its predecessor; a reader
+// waits only for the nearest writer before it that is not its own owner's.
+func (b *backend) blocker(q []string, i int, owner string) string {
+	if b.kind != "read" {
+		if i == 0 {
+			return ""
+		}
+		return q[i-1]
+	}
+	mine := "-write-" + ownerTag(owner) + "-"
+	for j := i - 1; j >= 0; j-- {
+		if strings.Contains(q[j], "-write-") && !strings.Contains(q[j], mine) {
+			return q[j]
+		}
+	}
+	return ""
 }
 
 // ensureDir creates root (persistent) and the lock's directory (a
@@ -197,7 +240,7 @@ func (b *backend) create(ctx context.Context, dir, owner string) (string, func()
 	var g [16]byte
 	_, _ = rand.Read(g[:])
 	guid := hex.EncodeToString(g[:])
-	prefix := nodePrefix + guid + "-lock-"
+	prefix := b.nodeName(guid, owner)
 	session := b.conn.SessionID()
 	maybeCreated := false
 	fail := func(err error) (string, func() (uint64, error), error) {
@@ -316,12 +359,21 @@ func (b *backend) forget(dir, prefix string, session int64) {
 	}()
 }
 
-// Acquire makes one attempt: it joins the queue only if the queue is
-// empty, and leaves again unless it came first.
+// Acquire makes one attempt: it joins the queue only if it could hold at
+// once, and leaves again unless it can.
 func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
 	q, err := b.queue(dir)
-	if err != nil || len(q) > 0 {
+	if err == nil && b.blocker(append(q, ""), len(q), r.Owner) != "" {
+		// A follower may not yet have applied a release that another
+		// client already saw succeed: sync it with the leader before
+		// saying no. (A stale empty queue needs no sync: the create
+		// below goes through the leader and the re-read follows it.)
+		if _, err = b.conn.Sync(dir); err == nil || errors.Is(err, zk.ErrNoNode) {
+			q, err = b.queue(dir)
+		}
+	}
+	if err != nil || b.blocker(append(q, ""), len(q), r.Owner) != "" {
 		return dlock.Grant{}, err
 	}
 	node, tokenOf, err := b.create(ctx, dir, r.Owner)
@@ -333,7 +385,7 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	if err == nil {
 		err = terr
 	}
-	if err == nil && len(q) > 0 && dir+"/"+q[0] == node {
+	if i := slices.Index(q, path.Base(node)); err == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
 		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}}, nil
 	}
 	if derr := b.conn.Delete(node, -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
@@ -342,8 +394,9 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	return dlock.Grant{}, err
 }
 
-// AcquireWait joins the queue and waits, watching only its predecessor,
-// until its node is first. When ctx ends it deletes its node.
+// AcquireWait joins the queue and waits, watching only the one node it
+// waits for (see blocker), until it may hold. When ctx ends it deletes its
+// node.
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
 	node, tokenOf, err := b.create(ctx, dir, r.Owner)
@@ -353,7 +406,8 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	session := b.conn.SessionID()
 	leave := func(cause error) (dlock.Grant, error) {
 		if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			b.forget(dir, path.Base(node)[:len(nodePrefix)+32+len("-lock-")], session)
+			base := path.Base(node)
+			b.forget(dir, base[:len(base)-10], session)
 		}
 		return dlock.Grant{}, cause
 	}
@@ -367,10 +421,11 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 			return leave(err)
 		}
 		i := slices.Index(q, path.Base(node))
-		switch {
-		case i < 0:
+		if i < 0 {
 			return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s is gone", ErrSessionExpired, node)
-		case i == 0:
+		}
+		waitFor := b.blocker(q, i, r.Owner)
+		if waitFor == "" {
 			token, err := tokenOf()
 			if err != nil {
 				return leave(err)
@@ -380,7 +435,7 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		var exists bool
 		var watch <-chan zk.Event
 		err = b.retry(ctx, session, func() (err error) {
-			exists, _, watch, err = b.conn.ExistsW(dir + "/" + q[i-1])
+			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
 			return err
 		})
 		if err != nil {
@@ -434,7 +489,8 @@ func (b *backend) Release(_ context.Context, h dlock.Hold) error {
 	return err
 }
 
-// Inspect reports the owner and Czxid of the first node in the queue.
+// Inspect reports the owner and Czxid of a node that holds the lock: the
+// first in the queue, or for a read-write lock the first of this kind.
 func (b *backend) Inspect(_ context.Context, name string) (dlock.Holder, bool, error) {
 	dir := b.dir(name)
 	for {
@@ -442,7 +498,18 @@ func (b *backend) Inspect(_ context.Context, name string) (dlock.Holder, bool, e
 		if err != nil || len(q) == 0 {
 			return dlock.Holder{}, false, err
 		}
-		data, st, err := b.conn.Get(dir + "/" + q[0])
+		first := q[0]
+		if b.kind != "lock" && !strings.Contains(first, "-"+b.kind+"-") {
+			if b.kind == "write" {
+				return dlock.Holder{}, false, nil // readers hold it
+			}
+			if i := slices.IndexFunc(q, func(n string) bool { return strings.Contains(n, "-read-") }); i < 0 {
+				return dlock.Holder{}, false, nil
+			} else if first = q[i]; b.blocker(q, i, "") != "" {
+				return dlock.Holder{}, false, nil // a writer holds it
+			}
+		}
+		data, st, err := b.conn.Get(dir + "/" + first)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
