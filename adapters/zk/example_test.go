@@ -48,3 +48,21 @@ func ExampleNewReadWrite() {
 	}
 	defer lease.Unlock(ctx)
 }
+
+func ExampleNewSemaphore() {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// At most 4 report builders at once across every process.
+	sem, err := zklock.NewSemaphore(conn, "/dlock", "report-builders", 4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	permit, err := sem.Acquire(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Release(ctx)
+}

@@ -20,6 +20,10 @@
 // timeout the server granted, so the client gives up before the server
 // can expire the session; the default TTL of 30s suits a session timeout
 // of 30s or more.
+//
+// NewReadWrite (Curator's InterProcessReadWriteLock) and NewSemaphore
+// (InterProcessSemaphoreV2) use the same queue, each waiter still woken
+// only by the node it waits for.
 package zklock
 
 import (
@@ -160,13 +164,14 @@ func ownerTag(owner string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// nodeName is the prefix of this hold's node: protected GUID, kind, and
-// for read-write nodes the owner's tag; the server appends the sequence.
-func (b *backend) nodeName(guid, owner string) string {
+// tag is what follows the protected GUID in this hold's node name: the
+// kind, and for read-write nodes the owner's tag, so a reader can tell its
+// own owner's write node. The server appends the sequence.
+func (b *backend) tag(owner string) string {
 	if b.kind == "lock" {
-		return nodePrefix + guid + "-lock-"
+		return "lock"
 	}
-	return nodePrefix + guid + "-" + b.kind + "-" + ownerTag(owner) + "-"
+	return b.kind + "-" + ownerTag(owner)
 }
 
 // blocker returns the node of q that node i must wait for, or "" when it
@@ -236,11 +241,10 @@ func (b *backend) queue(dir string) ([]string, error) {
 // connection (while the session lives and ctx allows) and looks for the
 // node by its GUID. If it cannot tell, a background search deletes the
 // node once the connection is back (or the session ends, taking it along).
-func (b *backend) create(ctx context.Context, dir, owner string) (string, func() (uint64, error), error) {
+func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, error), error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
-	guid := hex.EncodeToString(g[:])
-	prefix := b.nodeName(guid, owner)
+	prefix := nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
 	session := b.conn.SessionID()
 	maybeCreated := false
 	fail := func(err error) (string, func() (uint64, error), error) {
@@ -376,7 +380,7 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	if err != nil || b.blocker(append(q, ""), len(q), r.Owner) != "" {
 		return dlock.Grant{}, err
 	}
-	node, tokenOf, err := b.create(ctx, dir, r.Owner)
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(r.Owner))
 	if err != nil {
 		return dlock.Grant{}, err
 	}
@@ -399,7 +403,7 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 // node.
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
-	node, tokenOf, err := b.create(ctx, dir, r.Owner)
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(r.Owner))
 	if err != nil {
 		return dlock.Grant{}, err
 	}

@@ -1,0 +1,215 @@
+package zklock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+)
+
+// ErrUnknownPermit is returned by Permit.Release and Permit.Refresh for a
+// permit the semaphore does not hold: released already, or gone with the
+// session that took it.
+var ErrUnknownPermit = errors.New("zklock: unknown or expired permit")
+
+// Semaphore limits how many holders use a resource at once: at most its
+// capacity in permits are out at any time. It is Curator's
+// InterProcessSemaphoreV2: each Permit is an ephemeral sequential node in
+// the name's lease directory, so the permits of a process that dies come
+// back when its session ends.
+//
+// It is herd-free: an acquirer first takes the name's internal mutex (a
+// Locker queue, each waiter watching only its predecessor), and only the
+// mutex holder watches the lease directory, so a release wakes one client.
+// Waiters are served in order; a large request is not overtaken by small
+// ones behind it.
+type Semaphore struct {
+	mutex, leases *backend
+	name          string
+	capacity      int
+}
+
+// NewSemaphore returns the semaphore name with capacity permits under
+// root; every process using name must give the same capacity. It does no
+// I/O; conn stays the caller's.
+func NewSemaphore(conn *zk.Conn, root, name string, capacity int) (*Semaphore, error) {
+	if conn == nil {
+		return nil, errors.New("zklock: nil *zk.Conn")
+	}
+	if err := validRoot(root); err != nil {
+		return nil, err
+	}
+	if err := dlock.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if capacity <= 0 {
+		return nil, fmt.Errorf("zklock: semaphore capacity must be positive, got %d", capacity)
+	}
+	newBackend := func(kind, suffix string) *backend {
+		return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
+	}
+	return &Semaphore{
+		mutex:    newBackend("lock", ".sem"),
+		leases:   newBackend("lease", ".leases"),
+		name:     name,
+		capacity: capacity,
+	}, nil
+}
+
+// WithACL sets the ACL of the nodes s creates. Call it before first use.
+func (s *Semaphore) WithACL(acl []zk.ACL) *Semaphore {
+	s.mutex.acl, s.leases.acl = acl, acl
+	return s
+}
+
+// Permit is n permits held together until Release or the end of the
+// session that took them.
+type Permit struct {
+	// ID is the permit's lease node.
+	ID string
+	// N is how many permits it holds.
+	N int
+	// Token is the lease node's Czxid: it increases across permits of the
+	// ensemble, a fencing token for what the permit guards.
+	Token uint64
+	s     *Semaphore
+	hold  holdNode
+}
+
+func (s *Semaphore) check(n int) error {
+	if n <= 0 || n > s.capacity {
+		return fmt.Errorf("zklock: cannot take %d permits of a semaphore of %d", n, s.capacity)
+	}
+	return nil
+}
+
+// TryAcquire takes n permits if they are free now; it returns
+// dlock.ErrNotAcquired otherwise, also when another client is acquiring.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
+	return s.acquire(ctx, n, false)
+}
+
+// Acquire takes n permits, waiting until they are free or ctx ends; a
+// cancelled Acquire leaves no node behind.
+func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
+	return s.acquire(ctx, n, true)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, error) {
+	if err := s.check(n); err != nil {
+		return nil, err
+	}
+	var g [16]byte
+	_, _ = rand.Read(g[:])
+	r := dlock.Request{Name: s.name, Owner: hex.EncodeToString(g[:]), Wait: wait}
+	var mutex dlock.Grant
+	var err error
+	if wait {
+		mutex, err = s.mutex.AcquireWait(ctx, r)
+	} else {
+		mutex, err = s.mutex.Acquire(ctx, r)
+	}
+	if err == nil && !mutex.Acquired {
+		err = fmt.Errorf("%w: semaphore %q is being acquired by another client", dlock.ErrNotAcquired, s.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.mutex.Release(context.WithoutCancel(ctx), dlock.Hold{Handle: mutex.Handle}) }()
+
+	b := s.leases
+	dir := b.dir(s.name)
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, "lease-"+strconv.Itoa(n))
+	if err != nil {
+		return nil, err
+	}
+	session := b.conn.SessionID()
+	leave := func(cause error) (*Permit, error) {
+		if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			base := path.Base(node)
+			b.forget(dir, base[:len(base)-10], session)
+		}
+		return nil, cause
+	}
+	for {
+		var children []string
+		var watch <-chan zk.Event
+		err := b.retry(ctx, session, func() (err error) {
+			children, _, watch, err = b.conn.ChildrenW(dir)
+			return err
+		})
+		if err != nil {
+			return leave(err)
+		}
+		if !slices.Contains(children, path.Base(node)) {
+			return nil, fmt.Errorf("%w: the lease node %s is gone", ErrSessionExpired, node)
+		}
+		if used(children) <= s.capacity {
+			token, err := tokenOf()
+			if err != nil {
+				return leave(err)
+			}
+			return &Permit{ID: node, N: n, Token: token, s: s, hold: holdNode{node, session}}, nil
+		}
+		if !wait {
+			return leave(fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name))
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return leave(ctx.Err())
+		}
+	}
+}
+
+// used is the sum of the permits of the lease nodes named in children
+// ("_c_" GUID "-lease-" n "-" sequence).
+func used(children []string) int {
+	total := 0
+	for _, c := range children {
+		_, rest, ok := strings.Cut(c, "-lease-")
+		if !ok {
+			continue
+		}
+		digits, _, _ := strings.Cut(rest, "-")
+		n, err := strconv.Atoi(digits)
+		if err != nil || n <= 0 {
+			n = 1 // not ours: count it as one permit rather than none
+		}
+		total += n
+	}
+	return total
+}
+
+// Release gives the permits back, waking the client at the head of the
+// queue. It returns ErrUnknownPermit if they were already released or went
+// with their session.
+func (p *Permit) Release(ctx context.Context) error {
+	if err := p.s.leases.Release(ctx, dlock.Hold{Handle: p.hold}); err != nil {
+		if errors.Is(err, dlock.ErrNotHeld) {
+			return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
+		}
+		return err
+	}
+	return nil
+}
+
+// Refresh checks that the permits are still held: the session that took
+// them is the connection's and their node exists. It returns
+// ErrUnknownPermit if not, and another error if it cannot tell.
+func (p *Permit) Refresh(ctx context.Context) error {
+	err := p.s.leases.Refresh(ctx, dlock.Hold{Handle: p.hold})
+	if errors.Is(err, dlock.ErrNotHeld) {
+		return fmt.Errorf("%w: %w", ErrUnknownPermit, err)
+	}
+	return err
+}
