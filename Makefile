@@ -5,9 +5,18 @@ BENCH_COUNT ?= 5
 BENCH_TIME  ?= 1000x
 BENCH_OUT   ?= bench/raw.txt
 
-.PHONY: all services test lint bench demo
+.PHONY: all services test lint bench demo faults
 
 all: lint test
+
+# The fault suite with FAULT_ROUNDS pause-and-kill rounds per backend
+# (make test runs one), then each name-encoding fuzzer for FUZZ_TIME.
+FAULT_ROUNDS ?= 5
+FUZZ_TIME    ?= 30s
+FUZZERS      := .:FuzzValidateName ./adapters/zk:FuzzEscape ./advisory:FuzzNames ./adapters/redis:FuzzKeys
+faults: services
+	DLOCK_REQUIRE_SERVICES=1 DLOCK_FAULT_ROUNDS=$(FAULT_ROUNDS) $(GO) test -race -count=1 -timeout 30m -v -run TestFaults ./faults
+	for f in $(FUZZERS); do $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZ_TIME) "$${f%%:*}" || exit 1; done
 
 # Start (and install where missing) the servers tests and the demo use.
 services:
