@@ -186,6 +186,20 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (_ Lease, err 
 			}
 			return nil, fmt.Errorf("dlock: acquire %q: %w", h.Name, err)
 		}
+		if g.Acquired && blocking && time.Since(sent) > h.TTL/3 {
+			// A blocking wait: the server may have granted the lock at any
+			// time since sent, so the hold's TTL on the server began at an
+			// unknown point after it. Renew once and count from there, or
+			// a long wait would hand over a lease already past its deadline.
+			var err error
+			if sent, err = c.confirm(ctx, h, g); err != nil {
+				if errors.Is(err, ErrNotHeld) {
+					continue // lost in between: wait again
+				}
+				c.abandon(h)
+				return nil, fmt.Errorf("dlock: acquire %q: confirming the grant: %w", h.Name, err)
+			}
+		}
 		if g.Acquired {
 			return c.grant(h, g, sent)
 		}
@@ -227,6 +241,23 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (_ Lease, err 
 		}
 		timer.Stop()
 	}
+}
+
+// confirm renews a hold granted by a blocking wait and returns when the
+// renewal was sent. If it fails other than with ErrNotHeld it gives the
+// hold back.
+func (c *Client) confirm(ctx context.Context, h *hold, g Grant) (time.Time, error) {
+	held := Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
+	sent := time.Now()
+	err := c.backend.Refresh(ctx, held)
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		rctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+		if rerr := c.backend.Release(rctx, held); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			c.cfg.Logger.Warn("dlock: giving back an unconfirmed grant failed; it expires on the server", "name", h.Name, "err", rerr)
+		}
+		cancel()
+	}
+	return sent, err
 }
 
 // abandon forgets h after an acquire that did not succeed, and takes a

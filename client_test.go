@@ -11,7 +11,7 @@ import (
 	"github.com/dlockhq/dlock/dlocktest"
 )
 
-func newClient(t *testing.T, m *memory, opts ...dlock.Option) *dlock.Client {
+func newClient(t *testing.T, m dlock.Backend, opts ...dlock.Option) *dlock.Client {
 	t.Helper()
 	c, err := dlock.NewClient(m, opts...)
 	if err != nil {
@@ -204,5 +204,60 @@ func TestCloseWakesWaiters(t *testing.T) {
 	waiter.Close(context.Background())
 	if err := <-errc; !errors.Is(err, dlock.ErrClosed) {
 		t.Fatalf("waiting Lock after Close = %v, want ErrClosed", err)
+	}
+}
+
+// blocking is a memory backend whose server queues waiters, as a
+// ZooKeeper queue or pg_advisory_lock does: AcquireWait returns only when
+// the lock is granted, however long that takes.
+type blocking struct{ *memory }
+
+func (b blocking) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	for {
+		g, err := b.Acquire(ctx, r)
+		if err != nil || g.Acquired {
+			return g, err
+		}
+		select {
+		case <-ctx.Done():
+			return dlock.Grant{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// A Lock that waited in the server's queue longer than the TTL gets a
+// lease that lasts: its deadline counts from a renewal after the grant,
+// not from when the wait began.
+func TestLongBlockingWaitKeepsLease(t *testing.T) {
+	m := blocking{newMemory()}
+	ttl := 300 * time.Millisecond
+	holder, err := newClient(t, m, dlock.WithTTL(ttl)).Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		lease, err := newClient(t, m, dlock.WithTTL(ttl)).Lock(context.Background(), "x")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	time.Sleep(2 * ttl) // the waiter waits past its TTL
+	if err := holder.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("lease ended right after a long wait: %v", lease.Err())
+	case <-time.After(ttl):
+	}
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
