@@ -149,3 +149,56 @@ func TestHashTagNames(t *testing.T) {
 		lb.Unlock(ctx)
 	}
 }
+
+// Tokens keep increasing when the server loses the fencing counter: a
+// restart without persistence, or a flush.
+func TestTokensSurviveDataLoss(t *testing.T) {
+	servers := testenv.RedisServers(t, 1)
+	c := client(t, servers[0].Addr)
+	fair, err := redislock.NewFair(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := redislock.NewReadWrite(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct {
+		name   string
+		locker dlock.Locker
+	}{
+		{"lock", newLocker(t, c)},
+		{"fair", testenv.Closing(t, fair)},
+		{"write", testenv.Closing(t, rw.Write)},
+		{"redlock", redlockOver(t, servers)},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := context.Background()
+			name := dlocktest.Name(t)
+			var last uint64
+			for i, lose := range []func(){
+				func() {},
+				func() { servers[0].Restart(t) },
+				func() { c.FlushAll(ctx) },
+			} {
+				lose()
+				deadline := time.Now().Add(dlocktest.Timeout)
+				lease, err := l.locker.Lock(ctx, name)
+				for err != nil && i > 0 && time.Now().Before(deadline) { // reconnecting after a restart
+					time.Sleep(20 * time.Millisecond)
+					lease, err = l.locker.Lock(ctx, name)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lease.Token() <= last {
+					t.Fatalf("token %d after %d: the counter went back with the data", lease.Token(), last)
+				}
+				last = lease.Token()
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 
 // The Lua scripts, run with EVALSHA and, on NOSCRIPT, EVAL (redis.Script).
 var (
+	//go:embed scripts/token.lua
+	tokenSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/refresh.lua
@@ -33,12 +35,12 @@ var (
 	//go:embed scripts/rwlock.lua
 	rwlockSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 	fenceScript   = redis.NewScript(fenceSrc)
 
-	fairAcquireScript = redis.NewScript(fairAcquireSrc)
+	fairAcquireScript = redis.NewScript(tokenSrc + fairAcquireSrc)
 	fairReleaseScript = redis.NewScript(fairReleaseSrc)
 	fairLeaveScript   = redis.NewScript(fairLeaveSrc)
 
@@ -46,5 +48,5 @@ var (
 	semReleaseScript     = redis.NewScript(semReleaseSrc)
 	semRefreshScript     = redis.NewScript(semRefreshSrc)
 	latchCountDownScript = redis.NewScript(latchCountDownSrc)
-	rwlockScript         = redis.NewScript(rwlockSrc)
+	rwlockScript         = redis.NewScript(tokenSrc + rwlockSrc)
 )

@@ -14,6 +14,29 @@ type RedisServer struct {
 	cmd  *exec.Cmd
 }
 
+// Restart kills the server and starts it again on the same port, empty
+// (it has no persistence), and waits until it answers.
+func (s *RedisServer) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.cmd = exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.waitReady(t)
+}
+
+func (s *RedisServer) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for dial(s.Addr) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not start", s.Addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Stop kills the server (SIGKILL: no goodbye to clients).
 func (s *RedisServer) Stop() {
 	if s.cmd.Process != nil {
@@ -48,13 +71,7 @@ func RedisServers(t testing.TB, n int) []*RedisServer {
 		servers[i] = s
 	}
 	for _, s := range servers {
-		deadline := time.Now().Add(10 * time.Second)
-		for dial(s.Addr) != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("redis-server on %s did not start", s.Addr)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		s.waitReady(t)
 	}
 	return servers
 }

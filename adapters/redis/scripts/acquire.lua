@@ -11,9 +11,9 @@ local lock, owner, ttl, hold = KEYS[1], ARGV[1], tonumber(ARGV[2]), '\0h' .. ARG
 if redis.call('exists', lock) == 0 then
   local token = 0
   if ARGV[4] == '1' then
-    token = redis.call('incr', KEYS[2])
+    token = next_token(KEYS[2])
   else
-    token = tonumber(redis.call('get', KEYS[2]) or '0')
+    token = last_token(KEYS[2])
   end
   redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
   redis.call('pexpire', lock, ttl)

@@ -38,7 +38,7 @@ if redis.call('exists', lock) == 0 and (not head or head == owner) then
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, owner)
   end
-  local token = redis.call('incr', KEYS[2])
+  local token = next_token(KEYS[2])
   redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
   redis.call('pexpire', lock, ttl)
   return {1, token}

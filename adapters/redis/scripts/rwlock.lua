@@ -69,7 +69,7 @@ end
 
 if op == 'write' then
   if not mode then
-    local token = redis.call('incr', KEYS[2])
+    local token = next_token(KEYS[2])
     redis.call('hset', key, 'mode', 'write', '\0t', token)
     return grant('w:', token)
   end
@@ -78,7 +78,7 @@ if op == 'write' then
   end
   return wait()
 elseif op == 'read' then
-  local token = tonumber(redis.call('get', KEYS[2]) or '0')
+  local token = last_token(KEYS[2])
   if not mode then
     redis.call('hset', key, 'mode', 'read', '\0t', token)
     return grant('r:', token)
