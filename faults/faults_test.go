@@ -2,15 +2,18 @@ package faults_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,8 +37,8 @@ import (
 	"github.com/dlockhq/dlock/tablelock"
 )
 
-// ttl is the lease of every worker: a paused or killed holder loses its
-// lock this long after its last renewal.
+// ttl is the lease of every worker unless envTTL says otherwise: a paused
+// or killed holder loses its lock this long after its last renewal.
 const ttl = time.Second
 
 // The worker's environment.
@@ -44,6 +47,7 @@ const (
 	envName     = "DLOCK_FAULT_NAME"
 	envClient   = "DLOCK_FAULT_CLIENT"
 	envResource = "DLOCK_FAULT_RESOURCE"
+	envTTL      = "DLOCK_FAULT_TTL"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +61,7 @@ func TestMain(m *testing.M) {
 // from the servers' default addresses (or their environment overrides).
 var backends = []struct {
 	name string
-	new  func() (dlock.Locker, func(), error)
+	new  func(ttl time.Duration) (dlock.Locker, func(), error)
 	// needs lists the servers the parent checks before starting workers.
 	needs func(testing.TB)
 }{
@@ -65,12 +69,12 @@ var backends = []struct {
 	{"tablelock/mysql", sqlLocker("mysql", tablelock.New), needMySQL},
 	{"advisory/postgres", sqlLocker("pgx", advisory.New), needPostgres},
 	{"advisory/mysql", sqlLocker("mysql", advisory.New), needMySQL},
-	{"redis", func() (dlock.Locker, func(), error) {
+	{"redis", func(ttl time.Duration) (dlock.Locker, func(), error) {
 		c := redis.NewClient(&redis.Options{Addr: servers.RedisAddr()})
 		l, err := redislock.New(c, dlock.WithTTL(ttl))
 		return l, func() { c.Close() }, err
 	}, func(t testing.TB) { testenv.RedisAddr(t) }},
-	{"zk", func() (dlock.Locker, func(), error) {
+	{"zk", func(ttl time.Duration) (dlock.Locker, func(), error) {
 		conn, _, err := zk.Connect(servers.ZKAddrs(), ttl, zk.WithLogger(nopLogger{}))
 		if err != nil {
 			return nil, nil, err
@@ -87,8 +91,8 @@ func (nopLogger) Printf(string, ...any) {}
 func needPostgres(t testing.TB) { testenv.Migrated(t, testenv.Postgres) }
 func needMySQL(t testing.TB)    { testenv.Migrated(t, testenv.MySQL) }
 
-func sqlLocker[L dlock.Locker](driver string, newLocker func(*sql.DB, ...dlock.Option) (L, error)) func() (dlock.Locker, func(), error) {
-	return func() (dlock.Locker, func(), error) {
+func sqlLocker[L dlock.Locker](driver string, newLocker func(*sql.DB, ...dlock.Option) (L, error)) func(time.Duration) (dlock.Locker, func(), error) {
+	return func(ttl time.Duration) (dlock.Locker, func(), error) {
 		db, err := sql.Open(driver, testenv.DSN(driver))
 		if err != nil {
 			return nil, nil, err
@@ -108,6 +112,17 @@ type line struct {
 	// fenced write was applied.
 	Wrote    bool `json:"wrote,omitempty"`
 	Accepted bool `json:"accepted,omitempty"`
+	// At is when the worker began or finished writing (Now).
+	At int64 `json:"at,omitempty"`
+}
+
+// section is one holder's critical section, from its read of the
+// resource to its write, and how its lease ended.
+type section struct {
+	client     int
+	token      uint64
+	begin, end int64
+	release    faults.Outcome // "" when the holder never unlocked (killed)
 }
 
 // worker is the child process: lock, read the resource, write it, unlock,
@@ -121,11 +136,15 @@ func worker(backend string) int {
 	}
 	client, _ := strconv.Atoi(os.Getenv(envClient))
 	name := os.Getenv(envName)
+	leaseTTL := ttl
+	if d, err := time.ParseDuration(os.Getenv(envTTL)); err == nil {
+		leaseTTL = d
+	}
 	var locker dlock.Locker
 	var closeLocker func()
 	for _, b := range backends {
 		if b.name == backend {
-			l, c, err := b.new()
+			l, c, err := b.new(leaseTTL)
 			if err != nil {
 				return fail(err)
 			}
@@ -170,13 +189,13 @@ func worker(backend string) int {
 		if err != nil {
 			return fail(err)
 		}
-		emit(line{Begun: true})
+		emit(line{Begun: true, At: faults.Now()})
 		time.Sleep(20 * time.Millisecond) // the work a holder does
 		accepted, err := res.Commit(bg, snap)
 		if err != nil {
 			return fail(err)
 		}
-		emit(line{Wrote: true, Accepted: accepted})
+		emit(line{Wrote: true, Accepted: accepted, At: faults.Now()})
 
 		op = faults.Op{Client: client, Kind: faults.Release, Call: faults.Now()}
 		err = lease.Unlock(bg)
@@ -213,14 +232,19 @@ type run struct {
 	t        *testing.T
 	backend  string
 	name     string
-	resource string
+	env      []string
+	res      *faults.Resource
+	live     []*proc // workers not killed
 	events   chan event
 	mu       sync.Mutex
 	procs    []*proc
 	history  []faults.Op
-	wrote    int // commits made (each an unfenced increment)
-	accepted int // fenced writes applied
-	rejected int // fenced writes refused: the writer's token was stale
+	sections []*section
+	open     map[int]*section // each client's latest section
+	token    map[int]uint64   // each client's latest grant
+	wrote    int              // commits made (each an unfenced increment)
+	accepted int              // fenced writes applied
+	rejected int              // fenced writes refused: the writer's token was stale
 }
 
 func (r *run) start() *proc {
@@ -230,8 +254,9 @@ func (r *run) start() *proc {
 	r.mu.Unlock()
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(),
-		envBackend+"="+r.backend, envName+"="+r.name, envResource+"="+r.resource,
+		envBackend+"="+r.backend, envName+"="+r.name, envResource+"="+r.name,
 		envClient+"="+strconv.Itoa(p.client))
+	p.cmd.Env = append(p.cmd.Env, r.env...)
 	p.cmd.Stderr = &p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -262,8 +287,23 @@ func (r *run) record(e event) {
 	defer r.mu.Unlock()
 	switch {
 	case e.line.Op != nil:
-		r.history = append(r.history, *e.line.Op)
+		op := *e.line.Op
+		r.history = append(r.history, op)
+		switch {
+		case op.Kind == faults.Acquire && op.Outcome == faults.OK:
+			r.token[e.client] = op.Token
+		case op.Kind == faults.Release && r.open[e.client] != nil:
+			r.open[e.client].release = op.Outcome
+			delete(r.open, e.client)
+		}
+	case e.line.Begun:
+		sec := &section{client: e.client, token: r.token[e.client], begin: e.line.At, end: math.MaxInt64}
+		r.sections = append(r.sections, sec)
+		r.open[e.client] = sec
 	case e.line.Wrote:
+		if sec := r.open[e.client]; sec != nil {
+			sec.end = e.line.At
+		}
 		r.wrote++
 		if e.line.Accepted {
 			r.accepted++
@@ -323,98 +363,132 @@ func rounds() int {
 	return 1
 }
 
+// newRun creates the resource and starts n workers of backend with env
+// added to their environment.
+func newRun(t *testing.T, backend string, n int, env ...string) *run {
+	name := dlocktest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := faults.NewResource(ctx, testenv.Postgres(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{t: t, backend: backend, name: name, env: env, res: res, events: make(chan event, 1024),
+		open: map[int]*section{}, token: map[int]uint64{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range r.procs {
+				t.Logf("worker %d stderr:\n%s", p.client, p.stderr.String())
+			}
+		}
+	})
+	for range n {
+		r.live = append(r.live, r.start())
+	}
+	return r
+}
+
+// finish stops the workers, then checks the history (linearizable, tokens
+// increase), the critical sections (a section overtaken by the next one
+// belongs to a holder that was told its lease ended, or died) and the
+// resource (the fenced counter lost no accepted write). It logs the
+// summary line of the run.
+func (r *run) finish() {
+	t := r.t
+	for _, p := range r.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	go func() { // drain until every worker has exited
+		for _, p := range r.procs {
+			<-p.done
+			_ = p.cmd.Wait()
+		}
+		close(r.events)
+	}()
+	for e := range r.events {
+		r.record(e)
+	}
+	for _, p := range r.procs {
+		if c := p.cmd.ProcessState.ExitCode(); c != 0 && c != -1 { // -1: killed
+			t.Errorf("worker %d exited with %d", p.client, c)
+		}
+	}
+	result := faults.Check(r.history, time.Minute)
+	fenced, unfenced, err := r.res.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	overtaken, unreported := r.overlaps()
+	releases := map[faults.Outcome]int{}
+	for _, op := range r.history {
+		if op.Kind == faults.Release {
+			releases[op.Outcome]++
+		}
+	}
+	t.Logf("%s: %d ops checked, linearizable: %s, violations: %d; releases %v; %d sections overtaken, %d unreported; "+
+		"writes %d: fenced %d accepted, %d stale refused, %d lost; unfenced %d lost",
+		t.Name(), result.Ops, result.Linearizable, len(result.Violations)+len(unreported), releases, overtaken, len(unreported),
+		r.wrote, r.accepted, r.rejected, int64(r.accepted)-fenced, int64(r.wrote)-unfenced)
+	for _, u := range unreported {
+		t.Errorf("unreported overlap: %s", u)
+	}
+	if !result.OK() {
+		t.Errorf("history check failed: %v", result)
+	}
+	if fenced != int64(r.accepted) {
+		t.Errorf("fenced counter %d after %d accepted writes: an update was lost", fenced, r.accepted)
+	}
+}
+
+// pause stops the first live worker between its read and its write for
+// d, and reports whether another worker got the lock meanwhile.
+func (r *run) pause(d time.Duration) bool {
+	victim := r.live[0]
+	r.untilBegun(victim.client)
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		r.t.Fatal(err)
+	}
+	stopped := faults.Now()
+	r.recordFor(d)
+	movedOn := r.grantsSince(victim.client, stopped) > 0
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		r.t.Fatal(err)
+	}
+	return movedOn
+}
+
+// kill kills the second live worker while it holds the lock, between its
+// read and its write, and starts another in its place.
+func (r *run) kill() {
+	victim := r.live[1]
+	r.untilBegun(victim.client)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.live = append([]*proc{r.live[0], r.live[2]}, r.start())
+}
+
 // TestFaults runs, per backend, three workers in contention for one lock
 // around a Resource; each round pauses one holder (SIGSTOP) past its TTL
-// between its read and its write, then kills one (SIGKILL). The history
-// must be linearizable for a mutex with increasing tokens, and the fenced
-// counter must count every accepted write: no update lost.
+// between its read and its write, then kills one (SIGKILL). The pause must
+// cost the paused holder its lock (the lock moves on) and its write (it
+// is refused as stale).
 func TestFaults(t *testing.T) {
-	db := testenv.Postgres(t)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			b.needs(t)
-			name := dlocktest.Name(t)
-			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-			defer cancel()
-			res, err := faults.NewResource(ctx, db, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := &run{t: t, backend: b.name, name: name, resource: name, events: make(chan event, 1024)}
-			var live []*proc
-			for range 3 {
-				live = append(live, r.start())
-			}
-			defer func() {
-				if t.Failed() {
-					for _, p := range r.procs {
-						t.Logf("worker %d stderr:\n%s", p.client, p.stderr.String())
-					}
-				}
-			}()
+			r := newRun(t, b.name, 3)
 			r.recordFor(500 * time.Millisecond)
 			pausesCaught := 0
 			for range rounds() {
-				// Pause a holder between its read and its write, past
-				// its TTL; the lock must move on, and its write must be
-				// refused.
-				victim := live[0]
-				r.untilBegun(victim.client)
-				if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				stopped := faults.Now()
-				r.recordFor(3*ttl + time.Second)
-				if r.grantsSince(victim.client, stopped) > 0 {
+				if r.pause(3*ttl + time.Second) {
 					pausesCaught++
 				}
-				if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-					t.Fatal(err)
-				}
 				r.recordFor(500 * time.Millisecond)
-
-				// Kill a holder; start another worker in its place.
-				victim = live[1]
-				r.untilBegun(victim.client)
-				if err := victim.cmd.Process.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				live = append([]*proc{live[0], live[2]}, r.start())
+				r.kill()
 				r.recordFor(3*ttl + time.Second)
 			}
-			for _, p := range r.procs {
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			}
-			// Drain until every worker has exited.
-			go func() {
-				for _, p := range r.procs {
-					<-p.done
-					_ = p.cmd.Wait()
-				}
-				close(r.events)
-			}()
-			for e := range r.events {
-				r.record(e)
-			}
-			for _, p := range r.procs {
-				if c := p.cmd.ProcessState.ExitCode(); c != 0 && c != -1 { // -1: killed
-					t.Errorf("worker %d exited with %d", p.client, c)
-				}
-			}
-
-			result := faults.Check(r.history, time.Minute)
-			fenced, unfenced, err := res.Counters(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: %v; writes %d, fenced: %d accepted, %d stale refused, %d lost; unfenced: %d lost",
-				b.name, result, r.wrote, r.accepted, r.rejected, int64(r.accepted)-fenced, int64(r.wrote)-unfenced)
-			if !result.OK() {
-				t.Errorf("history check failed: %v", result)
-			}
-			if fenced != int64(r.accepted) {
-				t.Errorf("fenced counter %d after %d accepted writes: an update was lost", fenced, r.accepted)
-			}
+			r.finish()
 			if pausesCaught != rounds() {
 				t.Errorf("the lock moved on in %d of %d pauses past the TTL", pausesCaught, rounds())
 			}
@@ -423,4 +497,87 @@ func TestFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisRestart restarts a Redis server (without persistence: it
+// comes back empty) while a worker holds the lock. The holder's lease is
+// gone with the data; another worker may take the lock before the holder
+// notices, so the holder must be told (its Unlock reports the loss), and
+// tokens must keep increasing although the fencing counter was lost too.
+func TestRedisRestart(t *testing.T) {
+	server := testenv.RedisServers(t, 1)[0]
+	r := newRun(t, "redis", 3, servers.RedisEnv+"="+server.Addr)
+	for range rounds() {
+		r.untilBegun(r.live[0].client)
+		server.Restart(t)
+		r.recordFor(3 * ttl)
+	}
+	before := len(r.history)
+	r.recordFor(time.Second)
+	r.finish()
+	if r.grantsSince(-1, r.history[before].Call) == 0 {
+		t.Error("no worker got the lock after the restart")
+	}
+}
+
+// TestZKEnsembleRestart kills a follower and then the leader of the
+// 3-node ensemble, restarting each, while workers with sessions on the
+// ensemble contend; sessions survive, and so does mutual exclusion.
+func TestZKEnsembleRestart(t *testing.T) {
+	e := testenv.StartZKEnsemble(t)
+	defer e.Restart(t)
+	r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"=4s")
+	for range rounds() {
+		for _, who := range []string{"follower", "leader"} {
+			leader := e.Leader()
+			if leader < 0 {
+				t.Fatal("no leader")
+			}
+			victim := leader
+			if who == "follower" {
+				victim = (leader + 1) % 3
+			}
+			r.untilBegun(r.live[0].client)
+			e.Kill(t, victim)
+			r.recordFor(3 * time.Second)
+			e.Restart(t)
+			r.recordFor(2 * time.Second)
+		}
+	}
+	before := len(r.history)
+	r.recordFor(time.Second)
+	r.finish()
+	if r.grantsSince(-1, r.history[before].Call) == 0 {
+		t.Error("no worker got the lock after the restarts")
+	}
+}
+
+// overlaps counts the critical sections that another began before they
+// ended, and describes the overlaps in which the older holder (the smaller token) was not
+// told that its lease ended: a paused holder may overlap its successor,
+// but only if its Unlock then reports the loss.
+func (r *run) overlaps() (n int, unreported []string) {
+	secs := slices.Clone(r.sections)
+	slices.SortFunc(secs, func(a, b *section) int { return cmp.Compare(a.begin, b.begin) })
+	for i, a := range secs {
+		overtaken := false
+		for _, b := range secs[i+1:] {
+			if b.begin >= a.end {
+				break
+			}
+			overtaken = true
+			older := a
+			if b.token < a.token {
+				older = b
+			}
+			if older.release == faults.OK {
+				unreported = append(unreported, fmt.Sprintf("client %d (token %d) and client %d (token %d), and client %d's Unlock succeeded",
+					a.client, a.token, b.client, b.token, older.client))
+			}
+		}
+		if overtaken {
+			n++
+		}
+	}
+	return n, unreported
 }
