@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,10 +23,13 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
@@ -48,6 +53,8 @@ const (
 	envClient   = "DLOCK_FAULT_CLIENT"
 	envResource = "DLOCK_FAULT_RESOURCE"
 	envTTL      = "DLOCK_FAULT_TTL"
+	// envResourceDSN is the resource's database, which no fault touches.
+	envResourceDSN = "DLOCK_FAULT_RESOURCE_DSN"
 )
 
 func TestMain(m *testing.M) {
@@ -64,16 +71,18 @@ var backends = []struct {
 	new  func(ttl time.Duration) (dlock.Locker, func(), error)
 	// needs lists the servers the parent checks before starting workers.
 	needs func(testing.TB)
+	// server is the server the lock talks to, for network faults.
+	server string
 }{
-	{"tablelock/postgres", sqlLocker("pgx", tablelock.New), needPostgres},
-	{"tablelock/mysql", sqlLocker("mysql", tablelock.New), needMySQL},
-	{"advisory/postgres", sqlLocker("pgx", advisory.New), needPostgres},
-	{"advisory/mysql", sqlLocker("mysql", advisory.New), needMySQL},
+	{"tablelock/postgres", sqlLocker("pgx", tablelock.New), needPostgres, "postgres"},
+	{"tablelock/mysql", sqlLocker("mysql", tablelock.New), needMySQL, "mysql"},
+	{"advisory/postgres", sqlLocker("pgx", advisory.New), needPostgres, "postgres"},
+	{"advisory/mysql", sqlLocker("mysql", advisory.New), needMySQL, "mysql"},
 	{"redis", func(ttl time.Duration) (dlock.Locker, func(), error) {
 		c := redis.NewClient(&redis.Options{Addr: servers.RedisAddr()})
 		l, err := redislock.New(c, dlock.WithTTL(ttl))
 		return l, func() { c.Close() }, err
-	}, func(t testing.TB) { testenv.RedisAddr(t) }},
+	}, func(t testing.TB) { testenv.RedisAddr(t) }, "redis"},
 	{"zk", func(ttl time.Duration) (dlock.Locker, func(), error) {
 		conn, _, err := zk.Connect(servers.ZKAddrs(), ttl, zk.WithLogger(nopLogger{}))
 		if err != nil {
@@ -81,7 +90,7 @@ var backends = []struct {
 		}
 		l, err := zklock.New(conn, "/dlock-faults", dlock.WithTTL(ttl))
 		return l, conn.Close, err
-	}, func(t testing.TB) { testenv.ZK(t, testenv.ZKAddrs(t), ttl) }},
+	}, func(t testing.TB) { testenv.ZK(t, testenv.ZKAddrs(t), ttl) }, "zk"},
 }
 
 type nopLogger struct{}
@@ -93,7 +102,11 @@ func needMySQL(t testing.TB)    { testenv.Migrated(t, testenv.MySQL) }
 
 func sqlLocker[L dlock.Locker](driver string, newLocker func(*sql.DB, ...dlock.Option) (L, error)) func(time.Duration) (dlock.Locker, func(), error) {
 	return func(ttl time.Duration) (dlock.Locker, func(), error) {
-		db, err := sql.Open(driver, testenv.DSN(driver))
+		dsn := servers.PostgresDSN()
+		if driver == "mysql" {
+			dsn = servers.MySQLDSN()
+		}
+		db, err := sql.Open(driver, dsn)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -155,7 +168,7 @@ func worker(backend string) int {
 		return fail(fmt.Errorf("unknown backend %q", backend))
 	}
 	defer closeLocker()
-	db, err := sql.Open("pgx", testenv.DSN("pgx"))
+	db, err := sql.Open("pgx", os.Getenv(envResourceDSN))
 	if err != nil {
 		return fail(err)
 	}
@@ -216,6 +229,7 @@ func worker(backend string) int {
 // proc is a running worker.
 type proc struct {
 	client int
+	proxy  *toxiproxy.Proxy // between the worker and the lock's server, for network faults
 	cmd    *exec.Cmd
 	stderr strings.Builder
 	done   chan struct{} // stdout read to the end
@@ -233,6 +247,7 @@ type run struct {
 	backend  string
 	name     string
 	env      []string
+	server   string // when set, each worker reaches it through its own proxy
 	res      *faults.Resource
 	live     []*proc // workers not killed
 	events   chan event
@@ -255,8 +270,12 @@ func (r *run) start() *proc {
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(),
 		envBackend+"="+r.backend, envName+"="+r.name, envResource+"="+r.name,
-		envClient+"="+strconv.Itoa(p.client))
+		envClient+"="+strconv.Itoa(p.client), envResourceDSN+"="+testenv.DSN("pgx"))
 	p.cmd.Env = append(p.cmd.Env, r.env...)
+	if r.server != "" {
+		p.proxy = newProxy(r.t, upstream(r.t, r.server))
+		p.cmd.Env = append(p.cmd.Env, via(r.t, r.server, p.proxy.Listen))
+	}
 	p.cmd.Stderr = &p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -366,6 +385,12 @@ func rounds() int {
 // newRun creates the resource and starts n workers of backend with env
 // added to their environment.
 func newRun(t *testing.T, backend string, n int, env ...string) *run {
+	return newRunVia(t, backend, "", n, env...)
+}
+
+// newRunVia is newRun with each worker reaching server (when not "")
+// through a proxy of its own.
+func newRunVia(t *testing.T, backend, server string, n int, env ...string) *run {
 	name := dlocktest.Name(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -373,7 +398,7 @@ func newRun(t *testing.T, backend string, n int, env ...string) *run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &run{t: t, backend: backend, name: name, env: env, res: res, events: make(chan event, 1024),
+	r := &run{t: t, backend: backend, name: name, env: env, server: server, res: res, events: make(chan event, 1024),
 		open: map[int]*section{}, token: map[int]uint64{}}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -580,4 +605,130 @@ func (r *run) overlaps() (n int, unreported []string) {
 		}
 	}
 	return n, unreported
+}
+
+// newProxy starts a TCP proxy on loopback to upstream (toxiproxy, in this
+// process); t.Cleanup stops it.
+func newProxy(t *testing.T, upstream string) *toxiproxy.Proxy {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "dlock", "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// upstream is the address of server ("postgres", "mysql", "redis", "zk").
+func upstream(t *testing.T, server string) string {
+	switch server {
+	case "postgres":
+		u, err := url.Parse(testenv.DSN("pgx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Host
+	case "mysql":
+		cfg, err := mysql.ParseDSN(testenv.DSN("mysql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Addr
+	case "redis":
+		return servers.RedisAddr()
+	default:
+		return servers.ZKAddrs()[0]
+	}
+}
+
+// via is the environment variable that sends a worker to server through
+// the proxy at addr.
+func via(t *testing.T, server, addr string) string {
+	switch server {
+	case "postgres":
+		u, err := url.Parse(testenv.DSN("pgx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = addr
+		return servers.PostgresEnv + "=" + u.String()
+	case "mysql":
+		cfg, err := mysql.ParseDSN(testenv.DSN("mysql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Addr = addr
+		return servers.MySQLEnv + "=" + cfg.FormatDSN()
+	case "redis":
+		return servers.RedisEnv + "=" + addr
+	default:
+		return servers.ZKEnv + "=" + addr
+	}
+}
+
+// toxic adds a toxic to p in both directions; the returned func removes it.
+func toxic(t *testing.T, p *toxiproxy.Proxy, kind string, attributes map[string]int) func() {
+	var names []string
+	for _, stream := range []string{"upstream", "downstream"} {
+		name := kind + "_" + stream
+		spec, err := json.Marshal(map[string]any{"name": name, "type": kind, "stream": stream, "attributes": attributes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Toxics.AddToxicJson(bytes.NewReader(spec)); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	return func() {
+		for _, name := range names {
+			if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// TestNetworkFaults puts a proxy between each worker and the lock's
+// server and, per backend: adds latency to every worker's link, resets
+// the holder's connections, then cuts the holder off (its packets are
+// dropped) for longer than its TTL, so the lock must move on.
+func TestNetworkFaults(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			b.needs(t)
+			r := newRunVia(t, b.name, b.server, 3)
+			cutsCaught := 0
+			for range rounds() {
+				r.recordFor(500 * time.Millisecond)
+				var heal []func()
+				for _, p := range r.live {
+					heal = append(heal, toxic(t, p.proxy, "latency", map[string]int{"latency": 100, "jitter": 50}))
+				}
+				r.recordFor(2 * time.Second)
+				for _, h := range heal {
+					h()
+				}
+
+				holder := r.live[0]
+				r.untilBegun(holder.client)
+				toxic(t, holder.proxy, "reset_peer", map[string]int{"timeout": 0})()
+				r.recordFor(time.Second)
+
+				r.untilBegun(holder.client)
+				heal1 := toxic(t, holder.proxy, "timeout", map[string]int{"timeout": 0})
+				cut := faults.Now()
+				r.recordFor(3*ttl + time.Second)
+				if r.grantsSince(holder.client, cut) > 0 {
+					cutsCaught++
+				}
+				heal1()
+				r.recordFor(time.Second)
+			}
+			r.finish()
+			if cutsCaught != rounds() {
+				t.Errorf("the lock moved on in %d of %d cuts longer than the TTL", cutsCaught, rounds())
+			}
+		})
+	}
 }
