@@ -308,6 +308,15 @@ func (s suite) expiryTakeover(t *testing.T) {
 	if err := old.Err(); !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("expired lease Err() = %v, want ErrLost", err)
 	}
+	// Only the holder may end or extend a lock: the old lease can
+	// neither unlock nor refresh the new holder's.
+	if err := old.Refresh(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Refresh of the expired lease: %v, want ErrNotHeld", err)
+	}
+	if err := old.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of the expired lease: %v, want ErrNotHeld", err)
+	}
+	wantNotAcquired(t, s.h.New(t), name)
 }
 
 func (s suite) contextDeadline(t *testing.T) {

@@ -157,7 +157,7 @@ func TestHerdFree(t *testing.T) {
 	queued.Wait()
 	// Wait until all 64 nodes are queued.
 	for {
-		nodes, _, err := conn.Children(root + "/" + strings.NewReplacer(".", "%2E").Replace(name))
+		nodes, _, err := conn.Children(root + "/" + escapeName(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,7 +29,7 @@ func newSemaphore(t testing.TB, conn *zk.Conn, name string, capacity int) *zkloc
 // leaseNodes lists the lease nodes of the semaphore name.
 func leaseNodes(t *testing.T, conn *zk.Conn, name string) []string {
 	t.Helper()
-	nodes, _, err := conn.Children(root + "/" + strings.NewReplacer(".", "%2E").Replace(name) + ".leases")
+	nodes, _, err := conn.Children(root + "/" + escapeName(name) + ".leases")
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
 	}
@@ -256,7 +255,7 @@ func TestSemaphoreHerdFree(t *testing.T) {
 	}
 	// Wait until every waiter is queued on the mutex (one of them holds
 	// it and waits on the lease directory) and the server is quiet.
-	mutexDir := root + "/" + strings.NewReplacer(".", "%2E").Replace(name) + ".sem"
+	mutexDir := root + "/" + escapeName(name) + ".sem"
 	for {
 		nodes, _, err := conn.Children(mutexDir)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 )
 
 const root = "/dlock-test"
+
+// escapeName is the node name of a test's lock name: only its dots need
+// escaping.
+var escapeName = strings.NewReplacer(".", "%2E").Replace
 
 func newLocker(t testing.TB, conn *zk.Conn, opts ...dlock.Option) *zklock.Locker {
 	t.Helper()
