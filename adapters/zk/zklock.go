@@ -415,14 +415,22 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		}
 		return dlock.Grant{}, cause
 	}
+	// q is this waiter's view of the queue. Nodes are only appended after
+	// ours (with larger sequences) or deleted, so a view with deletions
+	// applied as they are seen is never too permissive: when the view says
+	// we may hold, we may. When the node we wait for was first in the view,
+	// its deletion thus costs us no read; otherwise nodes before it may be
+	// gone unseen, and one read beats checking them one by one.
+	var q []string
 	for {
-		var q []string
-		err := b.retry(ctx, session, func() (err error) {
-			q, err = b.queue(dir)
-			return err
-		})
-		if err != nil {
-			return leave(err)
+		if q == nil {
+			err := b.retry(ctx, session, func() (err error) {
+				q, err = b.queue(dir)
+				return err
+			})
+			if err != nil {
+				return leave(err)
+			}
 		}
 		i := slices.Index(q, path.Base(node))
 		if i < 0 {
@@ -430,6 +438,9 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		}
 		waitFor := b.blocker(q, i, r.Owner)
 		if waitFor == "" {
+			if s := b.conn.SessionID(); s != session {
+				return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s went with session %#x", ErrSessionExpired, node, session)
+			}
 			token, err := tokenOf()
 			if err != nil {
 				return leave(err)
@@ -438,18 +449,31 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		}
 		var exists bool
 		var watch <-chan zk.Event
-		err = b.retry(ctx, session, func() (err error) {
+		err := b.retry(ctx, session, func() (err error) {
 			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
 			return err
 		})
 		if err != nil {
 			return leave(err)
 		}
+		gone := func() {
+			if q[0] == waitFor {
+				q = q[1:]
+			} else {
+				q = nil
+			}
+		}
 		if !exists {
+			gone()
 			continue
 		}
 		select {
-		case <-watch:
+		case ev := <-watch:
+			if ev.Type == zk.EventNodeDeleted {
+				gone()
+			} else {
+				q = nil // a connection event: read the queue again
+			}
 		case <-ctx.Done():
 			return leave(ctx.Err())
 		}
