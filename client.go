@@ -433,7 +433,8 @@ func (c *Client) endHold(h *hold, why error) {
 	err := c.backend.Release(ctx, h.Hold)
 	cancel()
 	if err != nil && !errors.Is(err, ErrNotHeld) {
-		c.cfg.Logger.Warn("dlock: release after lease end failed; the lock expires on the server", "name", h.Name, "why", why, "err", err)
+		c.releaseLater(h, fmt.Errorf("after the lease ended (%w): %w", why, err))
+		return
 	}
 	c.settle(h)
 }
@@ -561,9 +562,50 @@ func (l *lease) Unlock(ctx context.Context) error {
 
 	<-h.watched
 	err := c.backend.Release(ctx, h.Hold)
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		c.releaseLater(h, err)
+		return fmt.Errorf("dlock: release %q (retrying in the background): %w", h.Name, err)
+	}
 	c.settle(h)
 	if err != nil {
 		return fmt.Errorf("dlock: release %q: %w", h.Name, err)
 	}
 	return nil
+}
+
+// releaseLater retries the release of h in the background after one whose
+// outcome is unknown (the server unreachable, the reply lost), until it
+// succeeds, the server says h is gone, or c is closed; then it settles h.
+// Until then a Lock of h.Name by c waits: it would otherwise re-enter the
+// hold left on the server, which keeps the old token and, on backends
+// whose holds end only with a session, never expires.
+func (c *Client) releaseLater(h *hold, first error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.settle(h)
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.cfg.Logger.Warn("dlock: release failed; retrying", "name", h.Name, "token", h.Token, "err", first)
+	go func() {
+		defer c.wg.Done()
+		defer c.settle(h)
+		for attempt := 0; ; attempt++ {
+			timer := time.NewTimer(c.cfg.Backoff(attempt))
+			select {
+			case <-timer.C:
+			case <-c.closedCh:
+				timer.Stop()
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), min(DefaultReleaseTimeout, h.TTL))
+			err := c.backend.Release(ctx, h.Hold)
+			cancel()
+			if err == nil || errors.Is(err, ErrNotHeld) {
+				return
+			}
+		}
+	}()
 }

@@ -261,3 +261,49 @@ func TestLongBlockingWaitKeepsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A release that failed is retried: the Locker's next Lock of the name
+// waits for it instead of re-entering the hold left on the server, so it
+// gets a new token and its Unlock frees the lock for others.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m, dlock.WithTTL(time.Minute))
+	ctx := context.Background()
+	first, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fail(errUnreachable)
+	if err := first.Unlock(ctx); err == nil || errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock with the server unreachable: %v", err)
+	}
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		lease, err := c.Lock(ctx, "x")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	select {
+	case <-got:
+		t.Fatal("Lock re-entered the hold whose release was still failing")
+	case <-time.After(100 * time.Millisecond):
+	}
+	m.fail(nil)
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: the old hold was re-entered", second.Token(), first.Token())
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := newClient(t, m).TryLock(ctx, "x")
+	if err != nil {
+		t.Fatalf("another owner after the Unlock: %v", err)
+	}
+	other.Unlock(ctx)
+}

@@ -42,8 +42,11 @@ type Lease interface {
 	// Unlock ends this lease. When it was the last lease of its owner's hold
 	// the lock is released on the server. It returns an error wrapping
 	// ErrNotHeld when the lease had already ended (unlocked twice, or lost).
-	// ctx governs the release request; if the request fails the lock is
-	// left to expire on the server.
+	// ctx governs the release request. If the request fails without the
+	// server saying the lock is gone, the release is retried in the
+	// background until it succeeds, the server says so, or the Locker is
+	// closed; a Lock of the same name by the same Locker waits for that,
+	// rather than re-entering the left-over hold with the old token.
 	Unlock(ctx context.Context) error
 }
 
