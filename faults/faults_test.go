@@ -39,6 +39,7 @@ import (
 	"github.com/dlockhq/dlock/faults"
 	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
 
@@ -542,6 +543,48 @@ func TestRedisRestart(t *testing.T) {
 	r.finish()
 	if r.grantsSince(-1, r.history[before].Call) == 0 {
 		t.Error("no worker got the lock after the restart")
+	}
+}
+
+// TestDatabaseRestart crashes a throwaway PostgreSQL or MariaDB server
+// (PostgreSQL's immediate shutdown, MariaDB's SIGKILL) while a worker
+// holds a lock on it, and starts it again: advisory locks go with their
+// sessions, lock table rows and fencing counters survive crash recovery.
+func TestDatabaseRestart(t *testing.T) {
+	for _, db := range []struct {
+		server   func(testing.TB) *testenv.SQLServer
+		env      string
+		backends []string
+	}{
+		{testenv.PostgresServer, servers.PostgresEnv, []string{"tablelock/postgres", "advisory/postgres"}},
+		{testenv.MariaDBServer, servers.MySQLEnv, []string{"tablelock/mysql", "advisory/mysql"}},
+	} {
+		server := db.server(t)
+		conn, err := sql.Open(server.Driver, server.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrations.Up(context.Background(), conn); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		for _, backend := range db.backends {
+			t.Run(backend, func(t *testing.T) {
+				r := newRun(t, backend, 3, db.env+"="+server.DSN)
+				r.recordFor(500 * time.Millisecond)
+				for range rounds() {
+					r.untilBegun(r.live[0].client)
+					server.Restart(t)
+					r.recordFor(3 * ttl)
+				}
+				before := len(r.history)
+				r.recordFor(time.Second)
+				r.finish()
+				if r.grantsSince(-1, r.history[before].Call) == 0 {
+					t.Error("no worker got the lock after the restart")
+				}
+			})
+		}
 	}
 }
 
