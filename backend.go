@@ -57,7 +57,8 @@ type Backend interface {
 	// error wrapping ErrNotHeld when h is no longer held.
 	Refresh(ctx context.Context, h Hold) error
 	// Release gives h up. It returns an error wrapping ErrNotHeld when h
-	// was no longer held.
+	// was no longer held, and another error only when h may still be held
+	// on the server: Client then retries the release in the background.
 	Release(ctx context.Context, h Hold) error
 }
 

@@ -575,7 +575,8 @@ func (l *lease) Unlock(ctx context.Context) error {
 
 // releaseLater retries the release of h in the background after one whose
 // outcome is unknown (the server unreachable, the reply lost), until it
-// succeeds, the server says h is gone, or c is closed; then it settles h.
+// succeeds, the server says h is gone, a TTL has passed since h's deadline
+// (a TTL-bound hold has expired by then), or c is closed; then it settles h.
 // Until then a Lock of h.Name by c waits: it would otherwise re-enter the
 // hold left on the server, which keeps the old token and, on backends
 // whose holds end only with a session, never expires.
@@ -589,13 +590,21 @@ func (c *Client) releaseLater(h *hold, first error) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.cfg.Logger.Warn("dlock: release failed; retrying", "name", h.Name, "token", h.Token, "err", first)
+	c.mu.Lock()
+	giveUp := time.Until(h.deadline) + h.TTL
+	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		defer c.settle(h)
+		expired := time.NewTimer(giveUp)
+		defer expired.Stop()
 		for attempt := 0; ; attempt++ {
 			timer := time.NewTimer(c.cfg.Backoff(attempt))
 			select {
 			case <-timer.C:
+			case <-expired.C:
+				timer.Stop()
+				return
 			case <-c.closedCh:
 				timer.Stop()
 				return

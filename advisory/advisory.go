@@ -191,9 +191,12 @@ func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
 	conn := s.conn
 	ok, err := b.d.release(ctx, s, h.Name)
 	if err != nil {
-		// Unknown state: ending the session releases the lock for sure.
+		// Unknown state: ending the session releases the lock. The
+		// server frees it when it sees the connection close, or at the
+		// session's idle timeout (the TTL) if it cannot. Nothing is left
+		// to retry.
 		discard(conn)
-		return err
+		return nil
 	}
 	if !ok {
 		discard(conn)
