@@ -1,15 +1,26 @@
 // Package faults is dlock's fault suite: it proves mutual exclusion, and
-// that fencing saves the data, while lock holders are killed and paused.
+// that fencing saves the data, while lock holders and lock servers fail.
 //
-// Its tests (go test ./faults, or make faults for more rounds) run worker
+// Its tests (go test ./faults; make faults for more rounds) run worker
 // processes in contention for one lock of each backend around a Resource,
-// a counter row that checks fencing tokens. Each round the suite pauses a
-// holder with SIGSTOP between its read and its write for longer than its
-// TTL, then resumes it, and kills another holder with SIGKILL. Every call
-// is recorded on the machine's monotonic clock (Now), and the history is
-// checked by Check: linearizable for a mutex whose grants carry strictly
-// increasing tokens (with porcupine), and the fenced counter must count
-// every write it accepted.
+// a counter row that checks fencing tokens, and inject:
+//
+//   - a holder paused with SIGSTOP between its read and its write for
+//     longer than its TTL, then resumed;
+//   - a holder killed with SIGKILL;
+//   - latency on every worker's link, the holder's connections reset, and
+//     the holder cut off (its packets dropped) for longer than its TTL,
+//     through a toxiproxy proxy per worker;
+//   - a Redis restart that loses every key, a ZooKeeper ensemble's
+//     follower and leader killed and restarted, and throwaway PostgreSQL
+//     and MariaDB servers crashed and restarted.
+//
+// Every call is recorded on the machine's monotonic clock (Now), and the
+// history is checked by Check: linearizable for a mutex whose grants carry
+// strictly increasing tokens (with porcupine). The suite also checks that
+// a critical section is overtaken by the next holder's only when its own
+// holder was told its lease ended (Unlock reported the loss) or died, and
+// that the fenced counter counts every write it accepted.
 //
 // A lease is a lock with a time limit, so a paused holder does lose its
 // lock while it does not run; what a correct lock owes it is that the next

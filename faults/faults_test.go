@@ -126,7 +126,7 @@ type line struct {
 	// fenced write was applied.
 	Wrote    bool `json:"wrote,omitempty"`
 	Accepted bool `json:"accepted,omitempty"`
-	// At is when the worker began or finished writing (Now).
+	// At is when the worker finished writing (Now).
 	At int64 `json:"at,omitempty"`
 }
 
@@ -203,7 +203,7 @@ func worker(backend string) int {
 		if err != nil {
 			return fail(err)
 		}
-		emit(line{Begun: true, At: faults.Now()})
+		emit(line{Begun: true})
 		time.Sleep(20 * time.Millisecond) // the work a holder does
 		accepted, err := res.Commit(bg, snap)
 		if err != nil {
@@ -228,11 +228,30 @@ func worker(backend string) int {
 }
 
 // proc is a running worker.
+// lockedBuffer is a worker's stderr: written by os/exec's copier while
+// the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 type proc struct {
 	client int
 	proxy  *toxiproxy.Proxy // between the worker and the lock's server, for network faults
 	cmd    *exec.Cmd
-	stderr strings.Builder
+	stderr lockedBuffer
 	done   chan struct{} // stdout read to the end
 }
 
@@ -256,11 +275,11 @@ type run struct {
 	procs    []*proc
 	history  []faults.Op
 	sections []*section
-	open     map[int]*section // each client's latest section
-	token    map[int]uint64   // each client's latest grant
-	wrote    int              // commits made (each an unfenced increment)
-	accepted int              // fenced writes applied
-	rejected int              // fenced writes refused: the writer's token was stale
+	open     map[int]*section  // each client's latest section
+	grant    map[int]faults.Op // each client's latest grant
+	wrote    int               // commits made (each an unfenced increment)
+	accepted int               // fenced writes applied
+	rejected int               // fenced writes refused: the writer's token was stale
 }
 
 func (r *run) start() *proc {
@@ -311,13 +330,16 @@ func (r *run) record(e event) {
 		r.history = append(r.history, op)
 		switch {
 		case op.Kind == faults.Acquire && op.Outcome == faults.OK:
-			r.token[e.client] = op.Token
+			r.grant[e.client] = op
 		case op.Kind == faults.Release && r.open[e.client] != nil:
 			r.open[e.client].release = op.Outcome
 			delete(r.open, e.client)
 		}
 	case e.line.Begun:
-		sec := &section{client: e.client, token: r.token[e.client], begin: e.line.At, end: math.MaxInt64}
+		// The section begins, at the latest, when Lock returned: the read
+		// itself is somewhere between that and At.
+		g := r.grant[e.client]
+		sec := &section{client: e.client, token: g.Token, begin: g.Return, end: math.MaxInt64}
 		r.sections = append(r.sections, sec)
 		r.open[e.client] = sec
 	case e.line.Wrote:
@@ -400,7 +422,7 @@ func newRunVia(t *testing.T, backend, server string, n int, env ...string) *run 
 		t.Fatal(err)
 	}
 	r := &run{t: t, backend: backend, name: name, env: env, server: server, res: res, events: make(chan event, 1024),
-		open: map[int]*section{}, token: map[int]uint64{}}
+		open: map[int]*section{}, grant: map[int]faults.Op{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range r.procs {
@@ -466,6 +488,18 @@ func (r *run) finish() {
 	}
 }
 
+// finishRecovered records for another second, checks that some worker
+// got the lock in it (the lock works again after the faults), and
+// finishes.
+func (r *run) finishRecovered() {
+	since := faults.Now()
+	r.recordFor(time.Second)
+	r.finish()
+	if r.grantsSince(-1, since) == 0 {
+		r.t.Error("no worker got the lock after the faults")
+	}
+}
+
 // pause stops the first live worker between its read and its write for
 // d, and reports whether another worker got the lock meanwhile.
 func (r *run) pause(d time.Duration) bool {
@@ -514,6 +548,8 @@ func TestFaults(t *testing.T) {
 				r.kill()
 				r.recordFor(3*ttl + time.Second)
 			}
+			// The paused worker is not locked out for good.
+			r.untilBegun(r.live[0].client)
 			r.finish()
 			if pausesCaught != rounds() {
 				t.Errorf("the lock moved on in %d of %d pauses past the TTL", pausesCaught, rounds())
@@ -538,12 +574,7 @@ func TestRedisRestart(t *testing.T) {
 		server.Restart(t)
 		r.recordFor(3 * ttl)
 	}
-	before := len(r.history)
-	r.recordFor(time.Second)
-	r.finish()
-	if r.grantsSince(-1, r.history[before].Call) == 0 {
-		t.Error("no worker got the lock after the restart")
-	}
+	r.finishRecovered()
 }
 
 // TestDatabaseRestart crashes a throwaway PostgreSQL or MariaDB server
@@ -577,12 +608,7 @@ func TestDatabaseRestart(t *testing.T) {
 					server.Restart(t)
 					r.recordFor(3 * ttl)
 				}
-				before := len(r.history)
-				r.recordFor(time.Second)
-				r.finish()
-				if r.grantsSince(-1, r.history[before].Call) == 0 {
-					t.Error("no worker got the lock after the restart")
-				}
+				r.finishRecovered()
 			})
 		}
 	}
@@ -612,12 +638,7 @@ func TestZKEnsembleRestart(t *testing.T) {
 			r.recordFor(2 * time.Second)
 		}
 	}
-	before := len(r.history)
-	r.recordFor(time.Second)
-	r.finish()
-	if r.grantsSince(-1, r.history[before].Call) == 0 {
-		t.Error("no worker got the lock after the restarts")
-	}
+	r.finishRecovered()
 }
 
 // overlaps counts the critical sections that another began before they
@@ -768,6 +789,8 @@ func TestNetworkFaults(t *testing.T) {
 				heal1()
 				r.recordFor(time.Second)
 			}
+			// The cut-off worker is not locked out for good.
+			r.untilBegun(r.live[0].client)
 			r.finish()
 			if cutsCaught != rounds() {
 				t.Errorf("the lock moved on in %d of %d cuts longer than the TTL", cutsCaught, rounds())

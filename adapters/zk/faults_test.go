@@ -128,6 +128,22 @@ func packets(t *testing.T, addr string) int64 {
 
 // With 64 waiters queued, each hand-off costs the server a bounded number
 // of requests, whatever the number of waiters: only the next waiter wakes.
+// quiet waits until the server at addr has received no request for a
+// tenth of a second (a reading itself may count as one packet), and
+// returns its packet count.
+func quiet(t *testing.T, addr string) int64 {
+	before := packets(t, addr)
+	for range 50 {
+		time.Sleep(100 * time.Millisecond)
+		now := packets(t, addr)
+		if now-before <= 1 {
+			return now
+		}
+		before = now
+	}
+	return before
+}
+
 func TestHerdFree(t *testing.T) {
 	addrs := testenv.ZKAddrs(t)
 	conn := testenv.ZK(t, addrs[:1], 30*time.Second) // one session: one pinger
@@ -166,18 +182,8 @@ func TestHerdFree(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Then until every waiter has set its watch: the server goes quiet
-	// (a reading itself may count as one packet).
-	before := packets(t, addrs[0])
-	for range 50 {
-		time.Sleep(100 * time.Millisecond)
-		now := packets(t, addrs[0])
-		quiet := now-before <= 1
-		before = now
-		if quiet {
-			break
-		}
-	}
+	// Then until every waiter has set its watch.
+	before := quiet(t, addrs[0])
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -266,16 +266,7 @@ func TestSemaphoreHerdFree(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	before := packets(t, addrs[0])
-	for range 50 {
-		time.Sleep(100 * time.Millisecond)
-		now := packets(t, addrs[0])
-		quiet := now-before <= 1
-		before = now
-		if quiet {
-			break
-		}
-	}
+	before := quiet(t, addrs[0])
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
