@@ -191,12 +191,13 @@ func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
 	conn := s.conn
 	ok, err := b.d.release(ctx, s, h.Name)
 	if err != nil {
-		// Unknown state: ending the session releases the lock. The
-		// server frees it when it sees the connection close, or at the
-		// session's idle timeout (the TTL) if it cannot. Nothing is left
-		// to retry.
+		// Unknown state: ending the session releases the lock (the server
+		// frees it when it sees the connection close, or at the session's
+		// idle timeout, the TTL), so nothing is left to retry. But the
+		// session may have died before, taking the lock with it while the
+		// holder still worked: say the hold may have ended early.
 		discard(conn)
-		return nil
+		return fmt.Errorf("%w: the release failed (%w), so its session was closed; the lock may have gone with the session before", dlock.ErrNotHeld, err)
 	}
 	if !ok {
 		discard(conn)
