@@ -9,16 +9,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier is one pub/sub connection shared by every waiter of a Locker.
-// A channel is subscribed while someone waits on it; subscribe returns
-// only after the server confirmed the subscription, so no release after it
-// is missed.
+// notifier is one pub/sub connection shared by every waiter of a Locker
+// (on a Cluster, one per channel, each on the node serving the channel's
+// slot). A channel is subscribed while someone waits on it; subscribe
+// returns only after the server confirmed the subscription, so no release
+// after it is missed.
 type notifier struct {
 	client  redis.UniversalClient
 	sharded bool // Cluster: sharded pub/sub (SSUBSCRIBE/SPUBLISH)
 
 	mu        sync.Mutex
-	ps        *redis.PubSub
+	ps        *redis.PubSub            // not sharded
+	sps       map[string]*redis.PubSub // sharded, by channel
 	waiters   map[string]map[chan struct{}]struct{}
 	confirmed map[string]bool
 	pending   map[string][]chan struct{} // closed on confirmation
@@ -30,6 +32,7 @@ func newNotifier(c redis.UniversalClient) *notifier {
 	return &notifier{
 		client:    c,
 		sharded:   sharded,
+		sps:       map[string]*redis.PubSub{},
 		waiters:   map[string]map[chan struct{}]struct{}{},
 		confirmed: map[string]bool{},
 		pending:   map[string][]chan struct{}{},
@@ -50,12 +53,8 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 		n.mu.Unlock()
 		return nil, nil, errors.New("redislock: locker closed")
 	}
-	if n.ps == nil {
-		if n.sharded {
-			n.ps = n.client.SSubscribe(context.WithoutCancel(ctx))
-		} else {
-			n.ps = n.client.Subscribe(context.WithoutCancel(ctx))
-		}
+	if n.ps == nil && !n.sharded {
+		n.ps = n.client.Subscribe(context.WithoutCancel(ctx))
 		go n.run(n.ps)
 	}
 	if n.waiters[channel] == nil {
@@ -70,7 +69,15 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 		if first {
 			var err error
 			if n.sharded {
-				err = n.ps.SSubscribe(ctx, channel)
+				// A connection of its own, to the node that serves the
+				// channel's slot (go-redis picks it from the channel).
+				if n.sps[channel] == nil {
+					ps := n.client.SSubscribe(context.WithoutCancel(ctx), channel)
+					n.sps[channel] = ps
+					go n.run(ps)
+				} else {
+					err = n.sps[channel].SSubscribe(ctx, channel)
+				}
 			} else {
 				err = n.ps.Subscribe(ctx, channel)
 			}
@@ -109,7 +116,7 @@ const idleUnsubscribe = time.Second
 
 func (n *notifier) removeLocked(channel string, wake chan struct{}) {
 	delete(n.waiters[channel], wake)
-	if len(n.waiters[channel]) > 0 || n.ps == nil || n.closed {
+	if len(n.waiters[channel]) > 0 || n.ps == nil && n.sps[channel] == nil || n.closed {
 		return
 	}
 	delete(n.waiters, channel)
@@ -123,11 +130,11 @@ func (n *notifier) removeLocked(channel string, wake chan struct{}) {
 			return
 		}
 		delete(n.confirmed, channel)
-		ctx := context.Background()
 		if n.sharded {
-			_ = n.ps.SUnsubscribe(ctx, channel)
+			_ = n.sps[channel].Close()
+			delete(n.sps, channel)
 		} else {
-			_ = n.ps.Unsubscribe(ctx, channel)
+			_ = n.ps.Unsubscribe(context.Background(), channel)
 		}
 	})
 }
@@ -178,8 +185,12 @@ func (n *notifier) close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true
-	if n.ps == nil {
-		return nil
+	var errs []error
+	for _, ps := range n.sps {
+		errs = append(errs, ps.Close())
 	}
-	return n.ps.Close()
+	if n.ps != nil {
+		errs = append(errs, n.ps.Close())
+	}
+	return errors.Join(errs...)
 }
