@@ -85,6 +85,17 @@ func redisServers(t testing.TB, n int, extra func(port int) []string) []*RedisSe
 	return servers
 }
 
+// RedisTLSServer starts a redis-server that accepts only TLS, with the
+// certificate and key in PEM files certFile and keyFile; clients are not
+// asked for certificates.
+func RedisTLSServer(t testing.TB, certFile, keyFile string) *RedisServer {
+	t.Helper()
+	return redisServers(t, 1, func(port int) []string {
+		return []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
+			"--tls-key-file", keyFile, "--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"}
+	})[0]
+}
+
 // RedisCluster starts a Redis Cluster of n masters (no replicas) on
 // loopback ports and waits until it serves every slot; it returns the
 // masters' addresses.
