@@ -384,9 +384,18 @@ func (r *run) untilBegun(client int) {
 				return
 			}
 		case <-deadline:
-			r.t.Fatalf("worker %d never held the lock", client)
+			r.stuck(r.procs[client])
 		}
 	}
+}
+
+// stuck fails the test for worker p, which never got the lock, after
+// asking it (SIGQUIT) to write every goroutine's stack to its stderr,
+// which the test then shows.
+func (r *run) stuck(p *proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	time.Sleep(time.Second)
+	r.t.Fatalf("worker %d never held the lock", p.client)
 }
 
 // stopInHold makes worker p stop itself (SIGSTOP) right after its next
@@ -406,7 +415,7 @@ func (r *run) stopInHold(p *proc) {
 				return
 			}
 		case <-deadline:
-			r.t.Fatalf("worker %d never held the lock", p.client)
+			r.stuck(p)
 		}
 	}
 }
