@@ -54,12 +54,9 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int) (*Semaphore, e
 	if capacity <= 0 {
 		return nil, fmt.Errorf("zklock: semaphore capacity must be positive, got %d", capacity)
 	}
-	newBackend := func(kind, suffix string) *backend {
-		return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
-	}
 	return &Semaphore{
-		mutex:    newBackend("lock", ".sem"),
-		leases:   newBackend("lease", ".leases"),
+		mutex:    newBackend(conn, root, "lock", ".sem"),
+		leases:   newBackend(conn, root, "lease", ".leases"),
 		name:     name,
 		capacity: capacity,
 	}, nil
@@ -134,10 +131,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 	}
 	session := b.conn.SessionID()
 	leave := func(cause error) (*Permit, error) {
-		if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			base := path.Base(node)
-			b.forget(dir, base[:len(base)-10], session)
-		}
+		b.remove(dir, node, session)
 		return nil, cause
 	}
 	for {

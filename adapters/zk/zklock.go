@@ -75,12 +75,16 @@ func New(conn *zk.Conn, root string, opts ...dlock.Option) (*Locker, error) {
 }
 
 func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (*Locker, error) {
-	b := &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
+	b := newBackend(conn, root, kind, suffix)
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &Locker{Client: c, b: b}, nil
+}
+
+func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
+	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
 }
 
 // WithACL sets the ACL of the nodes l creates. Call it before first use.
@@ -363,6 +367,15 @@ func (b *backend) forget(dir, prefix string, session int64) {
 	}()
 }
 
+// remove deletes node, made by session in dir, or has it deleted in the
+// background (forget) if the connection is down.
+func (b *backend) remove(dir, node string, session int64) {
+	if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		base := path.Base(node)
+		b.forget(dir, base[:len(base)-10], session) // the GUID prefix, without the sequence
+	}
+}
+
 // Acquire makes one attempt: it joins the queue only if it could hold at
 // once, and leaves again unless it can.
 func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
@@ -392,9 +405,7 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	if i := slices.Index(q, path.Base(node)); err == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
 		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}}, nil
 	}
-	if derr := b.conn.Delete(node, -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
-		err = errors.Join(err, derr)
-	}
+	b.remove(dir, node, b.conn.SessionID())
 	return dlock.Grant{}, err
 }
 
@@ -409,10 +420,7 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	}
 	session := b.conn.SessionID()
 	leave := func(cause error) (dlock.Grant, error) {
-		if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			base := path.Base(node)
-			b.forget(dir, base[:len(base)-10], session)
-		}
+		b.remove(dir, node, session)
 		return dlock.Grant{}, cause
 	}
 	// q is this waiter's view of the queue. Nodes are only appended after
