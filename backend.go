@@ -7,7 +7,11 @@ import (
 
 // Request is one attempt by Owner to take Name for TTL.
 type Request struct {
-	Name  string
+	Name string
+	// Owner is the server-side owner id of the hold being taken: unique to
+	// this hold (Client draws a new one for every hold), or shared with a
+	// sibling Client's live hold of the same call chain (see
+	// Client.NewSibling). Retried attempts of one hold carry the same Owner.
 	Owner string
 	TTL   time.Duration
 	// Wait is true for Lock's attempts, which will wait and try again, and
@@ -25,7 +29,8 @@ type Grant struct {
 	// path); it comes back in Hold.
 	Handle any
 	// Lost, when not nil, delivers the reason if the server ends the hold
-	// on its own (a session expiry), so the lease ends at once.
+	// on its own (a session expiry), so the lease ends at once rather than
+	// at the next renewal.
 	Lost <-chan error
 	// RetryAfter is, when not Acquired, the holder's remaining lease by the
 	// server's clock: a waiter tries again then at the latest. Zero when
@@ -45,9 +50,20 @@ type Hold struct {
 // Backend is what a lock server supplies: single attempts, no policy.
 // Client adds waiting, re-entry, renewal and loss signalling.
 //
-// Backends must leave nothing behind on a failed call: an Acquire whose
-// outcome is unknown (its reply was lost) must either resolve it or leave
-// at most a hold that expires by itself.
+// What a failed or abandoned acquire may leave behind: nothing, once the
+// dust settles. Client races every backend call against the caller's ctx
+// and returns when ctx ends; it then releases a grant that arrives late,
+// and after an Acquire that failed (its outcome unknown) it calls Release
+// with Token 0 and a nil Handle, which must release whatever Owner holds of
+// Name (Owner is unique to the hold, so nothing else is touched). A
+// backend whose attempts cannot leave a hold behind (a failed attempt ends
+// its session) returns nil for such a Release.
+//
+// Implementing a backend: satisfy Backend (and Notifier, Blocker, Leaver,
+// Inspector, SessionBound where the server allows), assert it with
+// var _ dlock.Backend = (*T)(nil), pass dlocktest.Run against a real
+// server, and add the server to internal/testenv and scripts/services.sh,
+// a row to the fault suite and to make bench.
 type Backend interface {
 	// Acquire makes one attempt. It must not wait for another owner. An
 	// owner that already holds the lock on the server re-enters it and gets
@@ -56,21 +72,23 @@ type Backend interface {
 	// Refresh extends h by h.TTL on the server's clock. It returns an
 	// error wrapping ErrNotHeld when h is no longer held.
 	Refresh(ctx context.Context, h Hold) error
-	// Release gives h up. It returns an error wrapping ErrNotHeld when h
-	// was no longer held, and another error only when h may still be held
-	// on the server: Client then retries the release in the background.
+	// Release gives h up (see above for Token 0 and a nil Handle). It
+	// returns an error wrapping ErrNotHeld when h was no longer held, and
+	// another error only when h may still be held on the server: Client
+	// then retries the release in the background. ctx is never the
+	// caller's: a release is not cancelled midway.
 	Release(ctx context.Context, h Hold) error
 }
 
 // Notifier is implemented by backends whose server can push a wake-up when
 // a lock may have become free (pub/sub, LISTEN/NOTIFY, watches).
 type Notifier interface {
-	// Subscribe asks for wake-ups on name: the channel receives (it is
-	// buffered, sends never block) each time name may have become free.
-	// Subscribe returns once wake-ups are guaranteed for every release that
-	// happens after it, so a waiter subscribes before its first attempt.
+	// Subscribe asks for wake-ups for r's waiter: the channel receives (it
+	// is buffered, sends never block) each time r.Name may have become free
+	// for it. Subscribe returns once wake-ups are guaranteed for every
+	// release that happens after it; Client tries again right after it.
 	// cancel ends the subscription. ctx governs the setup only.
-	Subscribe(ctx context.Context, name string) (wake <-chan struct{}, cancel func(), err error)
+	Subscribe(ctx context.Context, r Request) (wake <-chan struct{}, cancel func(), err error)
 }
 
 // Leaver is implemented by backends that keep waiters in a queue on the

@@ -29,7 +29,11 @@ func TestConformanceInMemory(t *testing.T) {
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return newClient(t, m, opts...)
 		},
-		SharedOwners: true,
+		Broken: func(t *testing.T) dlock.Locker {
+			closed := newMemory()
+			closed.close()
+			return newClient(t, closed)
+		},
 	})
 }
 
@@ -154,7 +158,7 @@ func TestStolenLockEndsLease(t *testing.T) {
 func TestDoCancelsWorkOnLoss(t *testing.T) {
 	m := newMemory()
 	c := newClient(t, m, dlock.WithTTL(300*time.Millisecond))
-	err := dlock.Do(context.Background(), c, "x", func(ctx context.Context) error {
+	err := dlock.Do(context.Background(), c, "x", func(ctx context.Context, _ dlock.Lease) error {
 		m.stolen("x")
 		<-ctx.Done()
 		if !errors.Is(context.Cause(ctx), dlock.ErrLost) {
@@ -262,9 +266,10 @@ func TestLongBlockingWaitKeepsLease(t *testing.T) {
 	}
 }
 
-// A release that failed is retried: the Locker's next Lock of the name
-// waits for it instead of re-entering the hold left on the server, so it
-// gets a new token and its Unlock frees the lock for others.
+// A release that failed is retried in the background; the Locker's next
+// Lock of the name is a new hold (a new owner id), which cannot re-enter
+// the hold left on the server: it waits for it, gets a new token, and its
+// Unlock frees the lock for others.
 func TestFailedReleaseIsRetried(t *testing.T) {
 	m := newMemory()
 	c := newClient(t, m, dlock.WithTTL(time.Minute))
@@ -277,23 +282,13 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	if err := first.Unlock(ctx); err == nil || errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Unlock with the server unreachable: %v", err)
 	}
-	got := make(chan dlock.Lease, 1)
-	go func() {
-		lease, err := c.Lock(ctx, "x")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
-	select {
-	case <-got:
-		t.Fatal("Lock re-entered the hold whose release was still failing")
-	case <-time.After(100 * time.Millisecond):
+	if _, err := c.TryLock(ctx, "x"); !errors.Is(err, errUnreachable) {
+		t.Fatalf("TryLock with the server unreachable: %v", err)
 	}
 	m.fail(nil)
-	second := <-got
-	if second == nil {
-		t.FailNow()
+	second, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if second.Token() <= first.Token() {
 		t.Fatalf("token %d after %d: the old hold was re-entered", second.Token(), first.Token())
@@ -306,4 +301,92 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 		t.Fatalf("another owner after the Unlock: %v", err)
 	}
 	other.Unlock(ctx)
+}
+
+// The lease rule with a renewal that hangs (a frozen server, a driver that
+// ignores ctx): Done closes at the client's deadline, before the server's
+// expiry, not when the hung call returns.
+func TestDoneClosesWhileRenewalHangs(t *testing.T) {
+	m := newMemory()
+	ttl := 300 * time.Millisecond
+	c := newClient(t, m, dlock.WithTTL(ttl))
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.freeze()
+	defer m.thaw()
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * ttl):
+		t.Fatal("Done stayed open while the renewal hung")
+	}
+	if now, expiry := time.Now(), m.expiry("x"); !now.Before(expiry) {
+		t.Fatalf("Done closed %v after the server-side expiry", now.Sub(expiry))
+	}
+	if !errors.Is(lease.Err(), dlock.ErrLost) {
+		t.Fatalf("Err() = %v, want ErrLost", lease.Err())
+	}
+}
+
+// Lock returns when its ctx ends even if the backend call hangs, and the
+// grant that arrives late is given back.
+func TestLockReturnsWhileAcquireHangs(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m)
+	m.freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Lock(ctx, "x"); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock on a frozen server: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	m.thaw() // the hung attempt now takes the lock; the client gives it back
+	lease, err := newClient(t, m).Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatalf("another owner after the late grant: %v", err)
+	}
+	lease.Unlock(context.Background())
+}
+
+// A TTL too short to renew (WithTTL(30) is 30ns) is refused, with why.
+func TestTTLTooShort(t *testing.T) {
+	for _, ttl := range []time.Duration{30, time.Millisecond, dlock.MinTTL - 1} {
+		_, err := dlock.NewClient(newMemory(), dlock.WithTTL(ttl))
+		if err == nil || !strings.Contains(err.Error(), "MinTTL") {
+			t.Errorf("WithTTL(%v): %v, want an error naming MinTTL", ttl, err)
+		}
+	}
+}
+
+// Re-entry is bound to the call chain: a sibling goroutine sharing the
+// Locker waits, the chain that carries the lease re-enters.
+func TestReentryIsPerCallChain(t *testing.T) {
+	c := newClient(t, newMemory())
+	ctx := context.Background()
+	outer, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.TryLock(dlock.ContextWithLease(ctx, outer), "x")
+	if err != nil || inner.Token() != outer.Token() {
+		t.Fatalf("re-entry through the chain: %v", err)
+	}
+	if _, err := c.TryLock(ctx, "x"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of another chain: %v, want ErrNotAcquired", err)
+	}
+	waited := make(chan dlock.Lease)
+	go func() {
+		l, err := c.Lock(ctx, "x")
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- l
+	}()
+	inner.Unlock(ctx)
+	outer.Unlock(ctx)
+	next := <-waited
+	if next == nil || next.Token() <= outer.Token() {
+		t.Fatalf("the waiting chain's hold: %v", next)
+	}
+	next.Unlock(ctx)
 }

@@ -6,17 +6,23 @@ import (
 	"time"
 )
 
-// Locker is a lock client for one owner.
+// Locker is a lock client. One Locker is meant to be shared by every
+// goroutine of a process, and they exclude each other: each Lock is a hold
+// of its own, unless its ctx carries a lease of the same name from the same
+// Locker (ContextWithLease; Do's fn gets such a ctx), which it re-enters.
 type Locker interface {
-	// Lock blocks until this Locker's owner holds name, or ctx ends. ctx
-	// governs the wait and every request made while waiting; when it ends
-	// the error wraps both ErrNotAcquired and ctx.Err(), and no lock taken
-	// on the caller's behalf is left behind. Locking a name the owner already
-	// holds re-enters at once.
+	// Lock blocks until the caller holds name, or ctx ends. ctx governs
+	// the wait and every request made while waiting; a ctx that has
+	// already ended fails before any I/O. When ctx ends the error wraps
+	// both ErrNotAcquired and ctx.Err(), and nothing is left held on the
+	// caller's behalf: an attempt whose reply had not come back is given
+	// back in the background once its outcome is known. Locking a name
+	// that ctx's call chain holds through this Locker re-enters at once.
 	Lock(ctx context.Context, name string) (Lease, error)
 	// TryLock makes one attempt and never waits for another owner: it
-	// returns ErrNotAcquired when the name is held by someone else. ctx
-	// governs the attempt's requests.
+	// returns ErrNotAcquired when the name is held by someone else,
+	// including another goroutine of this process. ctx governs the
+	// attempt's requests.
 	TryLock(ctx context.Context, name string) (Lease, error)
 }
 
@@ -24,13 +30,20 @@ type Locker interface {
 type Lease interface {
 	// Name is the lock's name.
 	Name() string
-	// Owner is the owner id that holds the lock.
+	// Owner is the hold's owner id on the server: the Locker's owner label
+	// (WithOwner), '#' and a random hold id. Knowing it does not let
+	// anyone else enter the hold.
 	Owner() string
 	// Token is the fencing token: it strictly increases, per name, across
 	// successive holders, and is the same for re-entries of one hold.
 	Token() uint64
+	// Deadline is when the lease ends unless it is renewed first, on the
+	// local monotonic clock, before the server-side expiry; the zero time
+	// once the lease has ended.
+	Deadline() time.Time
 	// Done is closed when the lease ends for any reason: Unlock, loss, or
-	// Close of its Locker.
+	// Close of its Locker. It closes at the lease's deadline at the
+	// latest, whatever a request to the server is doing then.
 	Done() <-chan struct{}
 	// Err is nil while the lease is held. Afterwards it says why it ended:
 	// ErrUnlocked, an error wrapping ErrLost and its cause, or ErrClosed.
@@ -39,14 +52,18 @@ type Lease interface {
 	// It is needed only with WithoutAutoRenew. It returns an error wrapping
 	// ErrNotHeld when the lease has ended. ctx governs the request.
 	Refresh(ctx context.Context) error
-	// Unlock ends this lease. When it was the last lease of its owner's hold
-	// the lock is released on the server. It returns an error wrapping
-	// ErrNotHeld when the lease had already ended (unlocked twice, or lost).
-	// ctx governs the release request. If the request fails without the
-	// server saying the lock is gone, the release is retried in the
-	// background until it succeeds, the server says so, or the Locker is
-	// closed; a Lock of the same name by the same Locker waits for that,
-	// rather than re-entering the left-over hold with the old token.
+	// Unlock ends this lease at once (Done closes). When it was the last
+	// lease of its hold the lock is released on the server. It returns an
+	// error wrapping ErrNotHeld only when the lease had already ended
+	// (unlocked twice, lost, or expired on the server before the release).
+	// The release request is never cancelled midway, which would leave its
+	// outcome unknown: ctx bounds how long Unlock waits for it. When ctx
+	// ends first (or had already ended), Unlock returns an error wrapping
+	// ctx.Err() and the release goes on in the background, bounded by
+	// DefaultReleaseTimeout. A release that fails without the server saying
+	// the lock is gone is retried in the background until it succeeds, the
+	// lock has expired on the server, or, for locks that end with a
+	// session, the session has ended; Unlock's error then says so.
 	Unlock(ctx context.Context) error
 }
 
@@ -70,35 +87,68 @@ type Inspector interface {
 }
 
 // Do runs fn while holding name: it locks (waiting as Lock does), calls fn
-// with a context that is cancelled, with the loss as its cause, if the lease
-// is lost, and unlocks when fn returns. If the lease was lost while fn ran,
-// Do's error wraps ErrLost even when fn returned nil: fn's effects were not
-// protected the whole time. ctx governs the wait and fn's context.
-func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context) error) error {
-	lease, err := l.Lock(ctx, name)
+// with the lease and a context that carries it (so fn's own Locks of name
+// on l re-enter) and is cancelled, with the loss as its cause, if the
+// lease is lost, and unlocks when fn returns or panics (then the panic
+// goes on). Use lease.Token() to fence fn's writes. If the lease was lost
+// while fn ran, Do's error wraps ErrLost even when fn returned nil: fn's
+// effects were not protected the whole time. ctx governs the wait and
+// fn's context; the release runs even when ctx has ended, bounded by
+// DefaultReleaseTimeout.
+func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context, lease Lease) error) error {
+	return do(ctx, l, name, fn, Locker.Lock)
+}
+
+// TryDo is Do with TryLock: it fails with ErrNotAcquired at once, without
+// calling fn, when another owner holds name.
+func TryDo(ctx context.Context, l Locker, name string, fn func(ctx context.Context, lease Lease) error) error {
+	return do(ctx, l, name, fn, Locker.TryLock)
+}
+
+func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lease) error,
+	lock func(Locker, context.Context, string) (Lease, error)) (err error) {
+	switch {
+	case ctx == nil:
+		return errors.New("dlock: Do: nil Context")
+	case l == nil:
+		return errors.New("dlock: Do: nil Locker")
+	case fn == nil:
+		return errors.New("dlock: Do: nil fn")
+	}
+	lease, err := lock(l, ctx, name)
 	if err != nil {
 		return err
 	}
-	workCtx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-lease.Done():
-			cancel(lease.Err())
-		case <-stop:
+	workCtx, cancel := context.WithCancelCause(ContextWithLease(ctx, lease))
+	stop := context.AfterFunc(leaseContext{lease}, func() { cancel(lease.Err()) })
+	defer func() {
+		stop()
+		cancel(nil)
+		if lostErr := lease.Err(); lostErr != nil && !errors.Is(lostErr, ErrUnlocked) {
+			err = errors.Join(err, lostErr)
+			return
 		}
+		unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), DefaultReleaseTimeout)
+		defer cancelUnlock()
+		err = errors.Join(err, lease.Unlock(unlockCtx))
 	}()
-	fnErr := fn(workCtx)
-	close(stop)
-	<-watched
-	cancel(nil)
+	return fn(workCtx, lease)
+}
 
-	if lostErr := lease.Err(); lostErr != nil && !errors.Is(lostErr, ErrUnlocked) {
-		return errors.Join(fnErr, lostErr)
+// leaseContext is a context that is done when its lease ends, for
+// context.AfterFunc.
+type leaseContext struct{ lease Lease }
+
+func (leaseContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c leaseContext) Done() <-chan struct{}     { return c.lease.Done() }
+func (c leaseContext) Err() error                { return errFromDone(c.lease.Done()) }
+func (leaseContext) Value(any) any               { return nil }
+
+func errFromDone(done <-chan struct{}) error {
+	select {
+	case <-done:
+		return context.Canceled
+	default:
+		return nil
 	}
-	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), DefaultReleaseTimeout)
-	defer cancelUnlock()
-	return errors.Join(fnErr, lease.Unlock(unlockCtx))
 }

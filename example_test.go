@@ -2,21 +2,45 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dlockhq/dlock"
 )
 
-// Do holds a lock for the length of a function, and cancels the function's
-// context if the lease is lost meanwhile.
+// Do holds a lock while fn runs, hands fn the lease and cancels fn's
+// context if the lease is lost meanwhile. Every write carries the lease's
+// fencing token, so the resource refuses a writer whose lease ran out: in
+// SQL, UPDATE invoices SET status = $1, fence = $2 WHERE id = $3 AND
+// fence <= $2. One Locker serves every goroutine (an HTTP handler's,
+// say): they exclude each other.
 func ExampleDo() {
-	var locker dlock.Locker = exampleLocker() // e.g. tablelock.New(db)
-	err := dlock.Do(context.Background(), locker, "invoice:42", func(ctx context.Context) error {
-		// Work here is protected while ctx is live.
-		return nil
+	var locker dlock.Locker = exampleLocker() // e.g. tablelock.New(db), once at start-up
+	invoice := &fencedRecord{}
+	err := dlock.Do(context.Background(), locker, "invoice:42", func(ctx context.Context, lease dlock.Lease) error {
+		return invoice.write(lease.Token(), "paid")
 	})
-	fmt.Println(err)
-	// Output: <nil>
+	fmt.Println(err, invoice.value)
+
+	// A holder whose lease ran out, still holding an older token, is refused.
+	fmt.Println(invoice.write(invoice.fence-1, "refunded"))
+	// Output:
+	// <nil> paid
+	// stale token: the lease that wrote it had ended
+}
+
+// fencedRecord stands for a row with a fence column.
+type fencedRecord struct {
+	fence uint64
+	value string
+}
+
+func (r *fencedRecord) write(token uint64, v string) error {
+	if token < r.fence {
+		return errors.New("stale token: the lease that wrote it had ended")
+	}
+	r.fence, r.value = token, v
+	return nil
 }
 
 // A lease's fencing token lets the protected resource refuse a holder that

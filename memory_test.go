@@ -17,6 +17,10 @@ type memory struct {
 	locks    map[string]*memLock
 	tokens   map[string]uint64
 	failNext error // every call fails with it while set
+	closed   bool  // as a client its owner closed: every call fails
+	// hang, while not nil, blocks every call until it is closed, whatever
+	// the call's ctx says: a driver that ignores ctx on a frozen server.
+	hang     chan struct{}
 	refreshN int
 }
 
@@ -37,9 +41,56 @@ func (m *memory) fail(err error) {
 	m.mu.Unlock()
 }
 
-func (m *memory) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error) {
+// close makes every later call fail as on a closed client.
+func (m *memory) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+var errClientClosed = errors.New("memory: client is closed")
+
+// freeze makes every call hang until thaw.
+func (m *memory) freeze() {
+	m.mu.Lock()
+	m.hang = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func (m *memory) thaw() {
+	m.mu.Lock()
+	close(m.hang)
+	m.hang = nil
+	m.mu.Unlock()
+}
+
+// wait blocks while the server is frozen.
+func (m *memory) wait() {
+	m.mu.Lock()
+	hang := m.hang
+	m.mu.Unlock()
+	if hang != nil {
+		<-hang
+	}
+}
+
+// expiry is when name's hold expires on the server.
+func (m *memory) expiry(name string) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if l := m.locks[name]; l != nil {
+		return l.expires
+	}
+	return time.Time{}
+}
+
+func (m *memory) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error) {
+	m.wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return dlock.Grant{}, errClientClosed
+	}
 	if m.failNext != nil {
 		return dlock.Grant{}, m.failNext
 	}
@@ -63,13 +114,14 @@ func (m *memory) held(h dlock.Hold) (*memLock, error) {
 		return nil, m.failNext
 	}
 	l := m.locks[h.Name]
-	if l == nil || l.owner != h.Owner || l.token != h.Token || !time.Now().Before(l.expires) {
+	if l == nil || l.owner != h.Owner || (h.Token != 0 && l.token != h.Token) || !time.Now().Before(l.expires) {
 		return nil, dlock.ErrNotHeld
 	}
 	return l, nil
 }
 
 func (m *memory) Refresh(_ context.Context, h dlock.Hold) error {
+	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.refreshN++
@@ -82,6 +134,7 @@ func (m *memory) Refresh(_ context.Context, h dlock.Hold) error {
 }
 
 func (m *memory) Release(_ context.Context, h dlock.Hold) error {
+	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, err := m.held(h)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Part is one lock of a MultiLock: a name on a Locker. Parts may mix
@@ -115,6 +116,17 @@ func (m *MultiLease) Owner() string { return m.leases[0].Owner() }
 // comparable, so a resource fenced by several parts checks each part's
 // token (Leases).
 func (m *MultiLease) Token() uint64 { return m.leases[0].Token() }
+
+// Deadline is the earliest of the parts' deadlines.
+func (m *MultiLease) Deadline() time.Time {
+	var d time.Time
+	for _, l := range m.leases {
+		if ld := l.Deadline(); d.IsZero() || ld.Before(d) {
+			d = ld
+		}
+	}
+	return d
+}
 
 // Done is closed when any part's lease ends.
 func (m *MultiLease) Done() <-chan struct{} { return m.done }

@@ -15,16 +15,31 @@ const (
 	// DefaultTTL is the lease time a Locker asks for: Redisson's watchdog
 	// default. With auto-renewal on, a lease is renewed every TTL/3.
 	DefaultTTL = 30 * time.Second
-	// DefaultReleaseTimeout bounds the release of a lease that ended
-	// without Unlock (lost, or ended by Close).
+	// DefaultReleaseTimeout bounds each release request, and how long
+	// Close and Do wait for releases after their ctx has ended.
 	DefaultReleaseTimeout = 5 * time.Second
+	// CancelMargin is how long past its ctx a call may take to return: the
+	// time a backend is given to stop a request it already sent (cancel a
+	// statement waiting on the server, leave a queue) before Client
+	// returns anyway and leaves the clean-up to the background.
+	CancelMargin = 200 * time.Millisecond
+	// MinTTL is the shortest lease time accepted: a lease is renewed every
+	// TTL/3 and must be confirmed by a round trip before its deadline,
+	// which a shorter TTL leaves no room for (WithTTL(30) is 30ns, not 30s).
+	MinTTL = 100 * time.Millisecond
+	// MaxOwnerLen is the longest owner label, in bytes: each hold is stored
+	// under the label, '#' and a 16-digit hold id, within MaxNameLen.
+	MaxOwnerLen = MaxNameLen - 17
 )
 
 // Config is the policy every Locker applies, whatever its backend. Build one
 // with Options; NewConfig validates it once.
 type Config struct {
-	// Owner identifies this Locker's owner on the server. Default: a random
-	// id per Locker (host name, pid and 64 random bits).
+	// Owner labels this Locker's holds on the server (and in Inspect, the
+	// lock table, pg_stat_activity): each hold is stored as the label, '#'
+	// and a random hold id. It is a label, not an identity: Lockers with the
+	// same label are different owners. Default: host name, pid and 64 random
+	// bits.
 	Owner string
 	// TTL is the lease time. Default DefaultTTL.
 	TTL time.Duration
@@ -44,14 +59,14 @@ type Config struct {
 // Option sets one field of a Config.
 type Option func(*Config)
 
-// WithOwner sets the owner id. Lockers with the same owner id are the same
-// owner where the backend stores owners on the server (tablelock, redis): a
-// lock held by one is re-entered by the other. The id must be a valid lock
-// name (see ValidateName).
-func WithOwner(id string) Option { return func(c *Config) { c.Owner = id } }
+// WithOwner sets the owner label shown for this Locker's holds (for example
+// a service or host name). It does not make Lockers one owner: every hold
+// is its own, whatever its label. The label must be a valid lock name (see
+// ValidateName) of at most MaxOwnerLen bytes.
+func WithOwner(label string) Option { return func(c *Config) { c.Owner = label } }
 
-// WithTTL sets the lease time; it must be positive. The default is
-// DefaultTTL (30s). Backends round it up to their server's resolution.
+// WithTTL sets the lease time, at least MinTTL. The default is DefaultTTL
+// (30s). Backends round it up to their server's resolution.
 func WithTTL(d time.Duration) Option { return func(c *Config) { c.TTL = d } }
 
 // WithoutAutoRenew turns the watchdog off: a lease then ends at its TTL
@@ -82,10 +97,12 @@ func NewConfig(opts ...Option) (Config, error) {
 	if c.Owner == "" {
 		c.Owner = randomOwner()
 	} else if err := ValidateName(c.Owner); err != nil {
-		return Config{}, fmt.Errorf("dlock: owner id: %w", err)
+		return Config{}, fmt.Errorf("dlock: owner label: %w", err)
+	} else if len(c.Owner) > MaxOwnerLen {
+		return Config{}, fmt.Errorf("dlock: owner label of %d bytes, the limit is %d", len(c.Owner), MaxOwnerLen)
 	}
-	if c.TTL <= 0 {
-		return Config{}, fmt.Errorf("dlock: TTL must be positive, got %v", c.TTL)
+	if c.TTL < MinTTL {
+		return Config{}, fmt.Errorf("dlock: TTL %v is shorter than MinTTL (%v): a lease could not be renewed in time (a bare number is nanoseconds; write 30*time.Second)", c.TTL, MinTTL)
 	}
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(2*time.Millisecond, 250*time.Millisecond)
@@ -104,8 +121,8 @@ func randomOwner() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
 	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	if len(id) > MaxNameLen {
-		id = id[len(id)-MaxNameLen:]
+	if len(id) > MaxOwnerLen {
+		id = id[len(id)-MaxOwnerLen:]
 	}
 	return id
 }

@@ -29,13 +29,16 @@ import (
 
 // Harness tells Run how to make Lockers of the backend under test.
 type Harness struct {
-	// New returns a new Locker with opts applied. Each call is a new owner
-	// unless opts include dlock.WithOwner. New registers the Locker's
-	// cleanup with t.
+	// New returns a new Locker with opts applied. New registers the
+	// Locker's cleanup with t. The Locker must have a Close(ctx) error
+	// method.
 	New func(t *testing.T, opts ...dlock.Option) dlock.Locker
-	// SharedOwners reports that the backend stores owners on the server, so
-	// two Lockers made with the same WithOwner are one owner.
-	SharedOwners bool
+	// Broken returns a Locker whose connection or client its owner has
+	// already closed: every call must fail at once, never retry until its
+	// ctx ends. Every backend supplies it; a second topology of a backend
+	// already run with it (a Cluster, a Sentinel, an ensemble) may leave it
+	// nil, and the subtest is then not run.
+	Broken func(t *testing.T) dlock.Locker
 	// TTL is the short lease used by the expiry subtests. Default 1s.
 	TTL time.Duration
 	// Workers and Increments size the mutual-exclusion subtest: Workers
@@ -71,10 +74,20 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ContextDeadline", s.contextDeadline)
 	t.Run("ContextCancel", s.contextCancel)
 	t.Run("InvalidNames", s.invalidNames)
-	t.Run("SameOwner", s.sameOwner)
+	t.Run("SameLabel", s.sameLabel)
 	t.Run("Inspect", s.inspect)
 	t.Run("DoneAndErr", s.doneAndErr)
 	t.Run("Do", s.do)
+	t.Run("SharedLocker", s.sharedLocker)
+	t.Run("DoPanics", s.doPanics)
+	t.Run("DoArguments", s.doArguments)
+	t.Run("CloseWithEndedContext", s.closeWithEndedContext)
+	t.Run("CloseStopsWaiters", s.closeStopsWaiters)
+	t.Run("EndedContext", s.endedContext)
+	if h.Broken != nil {
+		t.Run("ClosedConnection", s.closedConnection)
+	}
+	t.Run("UnlockWithEndedContext", s.unlockWithEndedContext)
 }
 
 type suite struct{ h Harness }
@@ -168,7 +181,7 @@ func (s suite) mutualExclusion(t *testing.T) {
 				}
 				var inner dlock.Lease
 				if rand.IntN(4) == 0 {
-					if inner, err = l.Lock(ctx, name); err != nil {
+					if inner, err = l.Lock(dlock.ContextWithLease(ctx, lease), name); err != nil {
 						errs <- err
 						return
 					}
@@ -221,11 +234,14 @@ func (s suite) reentrancy(t *testing.T) {
 	ctx := ctxT(t)
 	a, b := s.h.New(t), s.h.New(t)
 	outer := mustLock(t, ctx, a, name)
-	inner, err := a.TryLock(ctx, name)
+	chain := dlock.ContextWithLease(ctx, outer)
+	inner, err := a.TryLock(chain, name)
 	if err != nil {
 		t.Fatalf("re-entrant TryLock: %v", err)
 	}
-	third := mustLock(t, ctx, a, name)
+	third := mustLock(t, dlock.ContextWithLease(ctx, inner), a, name)
+	// The same Locker without the lease in ctx is another call chain.
+	wantNotAcquired(t, a, name)
 	if inner.Token() != outer.Token() || third.Token() != outer.Token() {
 		t.Fatalf("re-entry tokens %d, %d differ from %d", inner.Token(), third.Token(), outer.Token())
 	}
@@ -387,28 +403,28 @@ func (s suite) invalidNames(t *testing.T) {
 	}
 }
 
-func (s suite) sameOwner(t *testing.T) {
+// sameLabel checks that an owner label is not an identity: Lockers with
+// the same label, or with the owner id the holder shows, are other owners.
+func (s suite) sameLabel(t *testing.T) {
 	name := Name(t)
 	ctx := ctxT(t)
-	if !s.h.SharedOwners {
-		// Owners are per Locker: the same id on two Lockers is two owners.
-		a, b := s.h.New(t, dlock.WithOwner("same-owner")), s.h.New(t, dlock.WithOwner("same-owner"))
-		lease := mustLock(t, ctx, a, name)
-		wantNotAcquired(t, b, name)
-		mustUnlock(t, lease)
-		return
+	a, b := s.h.New(t, dlock.WithOwner("same-label")), s.h.New(t, dlock.WithOwner("same-label"))
+	lease := mustLock(t, ctx, a, name)
+	wantNotAcquired(t, b, name)
+	if in, ok := a.(dlock.Inspector); ok {
+		h, held, err := in.Inspect(ctx, name)
+		if err != nil || !held {
+			t.Fatalf("Inspect while held: held=%v err=%v", held, err)
+		}
+		if len(h.Owner) <= dlock.MaxOwnerLen {
+			wantNotAcquired(t, s.h.New(t, dlock.WithOwner(h.Owner)), name)
+		}
 	}
-	id := "owner-" + Name(t)
-	a, b, other := s.h.New(t, dlock.WithOwner(id)), s.h.New(t, dlock.WithOwner(id)), s.h.New(t)
-	la := mustLock(t, ctx, a, name)
-	lb := wantAcquired(t, b, name)
-	if la.Token() != lb.Token() {
-		t.Fatalf("same owner got tokens %d and %d", la.Token(), lb.Token())
+	if len(lease.Owner()) <= dlock.MaxOwnerLen {
+		wantNotAcquired(t, s.h.New(t, dlock.WithOwner(lease.Owner())), name)
 	}
-	mustUnlock(t, la)
-	wantNotAcquired(t, other, name)
-	mustUnlock(t, lb)
-	mustUnlock(t, wantAcquired(t, other, name))
+	mustUnlock(t, lease)
+	mustUnlock(t, wantAcquired(t, b, name))
 }
 
 func (s suite) inspect(t *testing.T) {
@@ -423,7 +439,7 @@ func (s suite) inspect(t *testing.T) {
 		t.Fatalf("Inspect of a free name: held=%v err=%v", held, err)
 	}
 	outer := mustLock(t, ctx, l, name)
-	inner := mustLock(t, ctx, l, name)
+	inner := mustLock(t, dlock.ContextWithLease(ctx, outer), l, name)
 	h, held, err := in.Inspect(ctx, name)
 	if err != nil || !held {
 		t.Fatalf("Inspect while held: held=%v err=%v", held, err)
@@ -470,10 +486,21 @@ func (s suite) do(t *testing.T) {
 	name := Name(t)
 	a, b := s.h.New(t), s.h.New(t)
 	ran := false
-	err := dlock.Do(ctxT(t), a, name, func(ctx context.Context) error {
+	err := dlock.Do(ctxT(t), a, name, func(ctx context.Context, lease dlock.Lease) error {
 		ran = true
 		wantNotAcquired(t, b, name)
-		return nil
+		if lease.Name() != name || lease.Token() == 0 {
+			t.Errorf("fn got lease %q with token %d", lease.Name(), lease.Token())
+		}
+		// fn's ctx carries the lease: a nested Lock re-enters.
+		inner, err := a.TryLock(ctx, name)
+		if err != nil {
+			return err
+		}
+		if inner.Token() != lease.Token() {
+			t.Errorf("nested Lock in Do got token %d, want %d", inner.Token(), lease.Token())
+		}
+		return inner.Unlock(ctx)
 	})
 	if err != nil || !ran {
 		t.Fatalf("Do: ran=%v err=%v", ran, err)
@@ -481,8 +508,18 @@ func (s suite) do(t *testing.T) {
 	mustUnlock(t, wantAcquired(t, b, name))
 
 	boom := errors.New("boom")
-	if err := dlock.Do(ctxT(t), a, name, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+	if err := dlock.Do(ctxT(t), a, name, func(context.Context, dlock.Lease) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("Do returned %v, want fn's error", err)
 	}
 	mustUnlock(t, wantAcquired(t, b, name))
+
+	held := mustLock(t, ctxT(t), b, name)
+	err = dlock.TryDo(ctxT(t), a, name, func(context.Context, dlock.Lease) error {
+		t.Error("TryDo ran fn while another owner held the name")
+		return nil
+	})
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryDo on a held name: %v, want ErrNotAcquired", err)
+	}
+	mustUnlock(t, held)
 }

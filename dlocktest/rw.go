@@ -58,7 +58,13 @@ func readersShare(t *testing.T, h ReadWriteHarness) {
 	wantNotAcquired(t, aRead, name)
 	// Downgrade: the writer reads too, then stops writing; others may
 	// read but not write.
-	wr, err := wRead.TryLock(ctx, name)
+	// The chain holding the write lease (in its ctx) may read; another
+	// chain on the same Lockers is another owner.
+	if wr, err := wRead.TryLock(ctx, name); err == nil {
+		wr.Unlock(ctx)
+		t.Fatal("a call chain without the write lease took the read lock beside the writer")
+	}
+	wr, err := wRead.TryLock(dlock.ContextWithLease(ctx, wl), name)
 	if err != nil {
 		t.Fatalf("writer taking the read lock: %v", err)
 	}

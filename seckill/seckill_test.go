@@ -53,8 +53,8 @@ func databases(t *testing.T, driver string) (data, locks *sql.DB) {
 	return db, locks
 }
 
-// strategies builds every strategy over db; lock-based ones lend each
-// buyer a Locker of its own (seckill.Pool).
+// strategies builds every strategy over db; lock-based ones share one
+// Locker between every buyer goroutine, as a service would.
 func strategies(t *testing.T, db, locks *sql.DB) map[string]func() seckill.Strategy {
 	t.Helper()
 	must := func(s seckill.Strategy, err error) seckill.Strategy {
@@ -88,15 +88,16 @@ func strategies(t *testing.T, db, locks *sql.DB) map[string]func() seckill.Strat
 	}
 }
 
-// perBuyer returns a Locker that gives each concurrent call its own
-// owner, as separate buyers (processes) would be: see seckill.Pool.
+// perBuyer returns one Locker for every buyer goroutine.
 func perBuyer(t *testing.T, mk func() (dlock.Locker, error)) dlock.Locker {
-	p, err := seckill.NewPool(mk)
+	l, err := mk()
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Closing(t, p)
-	return p
+	return testenv.Closing(t, l.(interface {
+		dlock.Locker
+		Close(context.Context) error
+	}))
 }
 
 func TestEveryStrategySellsExactly(t *testing.T) {

@@ -13,9 +13,16 @@
 // backoff on MySQL. Either way a waiter also wakes when the holder's lease
 // runs out.
 //
-// Owners are stored on the server: two Lockers made with the same
-// dlock.WithOwner are one owner, and each holds the lock once in the row's
-// re-entry count.
+// Each hold is its own owner on the server: the owner column holds the
+// Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a
+// Locker with the same label nor one built from what the row shows can
+// enter it. Re-entry happens in the process (see dlock.ContextWithLease).
+//
+// Tokens are a hybrid clock: a new holder gets the larger of the last
+// token + 1 and the database's clock in microseconds. Rows of names no
+// longer used can therefore be deleted (Prune) without a returning name
+// ever getting a smaller token, provided the database's clock does not step
+// back.
 //
 // Every lock operation is one short statement on a pooled connection. Size
 // the pool for the concurrency you expect (db.SetMaxIdleConns): with

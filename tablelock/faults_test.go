@@ -46,7 +46,7 @@ func TestBadInputBeforeIO(t *testing.T) {
 	// error would be a connection error, not the validation error.
 	unreachable, _ := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
 	defer unreachable.Close()
-	if _, err := tablelock.New(unreachable, dlock.WithTTL(0)); err == nil || !strings.Contains(err.Error(), "TTL must be positive") {
+	if _, err := tablelock.New(unreachable, dlock.WithTTL(0)); err == nil || !strings.Contains(err.Error(), "MinTTL") {
 		t.Errorf("TTL 0: %v", err)
 	}
 	if _, err := tablelock.New(unreachable, dlock.WithTTL(-time.Second)); err == nil {

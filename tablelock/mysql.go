@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -22,14 +23,20 @@ import (
 // Comparisons of owner are NULL-safe (<=>): a NULL must not pick IF's else.
 const myAcquire = `
 INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
-VALUES (?, ?, 1, LAST_INSERT_ID(1), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+VALUES (?, ?, 1, LAST_INSERT_ID(` + myClock + `), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
 	owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner), VALUES(owner), owner),
 	token       = IF(NOT owner <=> VALUES(owner), token + LAST_INSERT_ID(0),
-	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), LAST_INSERT_ID(token))),
+	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), LAST_INSERT_ID(token))),
 	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, reentry + 1)),
 	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
 	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
+
+// myClock is the server's clock in microseconds since the epoch: a new
+// hold's token is the larger of the last token + 1 and this clock (see
+// pgClock). UNIX_TIMESTAMP(NOW(6)) converts from the session's time zone,
+// so the value is the same in every session.
+const myClock = `CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)`
 
 // myRefresh extends a hold; the token pins it to one hold of the owner.
 const myRefresh = `
@@ -44,13 +51,14 @@ WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
 
 // myRelease leaves one hold; the last one frees the row (owner NULL,
 // expires_at the epoch). Assignments see earlier ones, so owner and
-// expires_at test the decremented reentry.
+// expires_at test the decremented reentry. Token 0 matches the owner's
+// hold whatever its token (see pgRelease).
 const myRelease = `
 UPDATE dlock_locks SET
 	reentry    = reentry - 1,
 	owner      = IF(reentry = 0, NULL, owner),
 	expires_at = IF(reentry = 0, '1970-01-01', expires_at)
-WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
+WHERE name = ? AND owner = ? AND (token = ? OR ? = 0) AND expires_at > UTC_TIMESTAMP(6)`
 
 const myInspect = `
 SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
@@ -64,8 +72,6 @@ var (
 )
 
 func (m *mysql) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	ctx, cancel := acquireCtx(ctx)
-	defer cancel()
 	res, err := m.db.ExecContext(ctx, myAcquire, r.Name, r.Owner, micros(r.TTL))
 	if err != nil {
 		return dlock.Grant{}, err
@@ -73,6 +79,11 @@ func (m *mysql) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, erro
 	token, err := res.LastInsertId()
 	if err != nil {
 		return dlock.Grant{}, err
+	}
+	if token < 0 {
+		// The driver reads the unsigned insert id as an int64. Client
+		// gives back whatever the attempt took (Release with token 0).
+		return dlock.Grant{}, fmt.Errorf("tablelock: %q: the token passed 2^63-1; reset the row's token column", r.Name)
 	}
 	// The holder's remaining lease would cost a second round trip on every
 	// poll; the backoff cap bounds the wait past an expiry instead.
@@ -88,7 +99,7 @@ func (m *mysql) Refresh(ctx context.Context, h dlock.Hold) error {
 }
 
 func (m *mysql) Release(ctx context.Context, h dlock.Hold) error {
-	res, err := m.db.ExecContext(ctx, myRelease, h.Name, h.Owner, h.Token)
+	res, err := m.db.ExecContext(ctx, myRelease, h.Name, h.Owner, h.Token, h.Token)
 	if err != nil {
 		return err
 	}

@@ -33,13 +33,13 @@ WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (
 	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
-	SELECT $1, $2::varchar, 1, 1, now(), now() + $3 * interval '1 microsecond'
+	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond'
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar) THEN false
 	           ELSE pg_try_advisory_xact_lock(` + gateClass + `, hashtext($1)) END
 	ON CONFLICT (name) DO UPDATE SET
 		owner       = EXCLUDED.owner,
 		reentry     = CASE WHEN l.expires_at > now() THEN l.reentry + 1 ELSE 1 END,
-		token       = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+		token       = CASE WHEN l.expires_at > now() THEN l.token ELSE GREATEST(l.token + 1, ` + pgClock + `) END,
 		acquired_at = CASE WHEN l.expires_at > now() THEN l.acquired_at ELSE now() END,
 		expires_at  = GREATEST(l.expires_at, EXCLUDED.expires_at)
 	WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
@@ -50,20 +50,28 @@ UNION ALL
 SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint
 FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
 
+// pgClock is the server's clock in microseconds since the epoch. A new
+// hold's token is the larger of the last token + 1 and this clock (a hybrid
+// clock), so tokens keep increasing when the row is gone: pruned, or lost
+// with a standby that lagged behind a failed primary, as long as the
+// server's clock does not step back.
+const pgClock = `(extract(epoch FROM clock_timestamp()) * 1e6)::bigint`
+
 // pgRefresh extends a hold; the token pins it to one hold of the owner.
 const pgRefresh = `
 UPDATE dlock_locks SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 
 // pgRelease leaves one hold; the last one frees the row and notifies
-// waiters (delivered when the statement commits).
+// waiters (delivered when the statement commits). Token 0 matches the
+// owner's hold whatever its token: the owner id is unique to one hold.
 const pgRelease = `
 WITH released AS (
 	UPDATE dlock_locks SET
 		reentry    = reentry - 1,
 		owner      = CASE WHEN reentry > 1 THEN owner END,
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
-	WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
 	RETURNING reentry
 )
 SELECT CASE WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT NULL END FROM released`
@@ -89,8 +97,6 @@ var (
 )
 
 func (p *postgres) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	ctx, cancel := acquireCtx(ctx)
-	defer cancel()
 	var (
 		acquired bool
 		token    int64
@@ -150,6 +156,6 @@ func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool
 	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
 }
 
-func (p *postgres) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return p.listener.subscribe(ctx, name)
+func (p *postgres) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	return p.listener.subscribe(ctx, r.Name)
 }

@@ -19,11 +19,6 @@ const Table = "dlock_locks"
 // order. The migrations create exactly these (a test checks it).
 var Columns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at"}
 
-// statementTimeout bounds an acquire statement. Acquire statements are not
-// cancelled with the caller's ctx: a cancelled statement leaves its outcome
-// unknown, and a lock taken by it would be left behind.
-const statementTimeout = 10 * time.Second
-
 // Locker is a lock table client for one owner.
 type Locker struct {
 	*dlock.Client
@@ -92,12 +87,6 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// acquireCtx detaches an acquire statement from the caller's cancellation
-// (see statementTimeout).
-func acquireCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
 }
 
 func notHeld(h dlock.Hold) error {

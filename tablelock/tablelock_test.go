@@ -31,7 +31,12 @@ func TestConformance(t *testing.T) {
 				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 					return newLocker(t, db, opts...)
 				},
-				SharedOwners: true,
+				Broken: func(t *testing.T) dlock.Locker {
+					closed := d.Open(t)
+					l := newLocker(t, closed)
+					closed.Close()
+					return l
+				},
 			})
 		})
 	}

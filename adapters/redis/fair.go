@@ -22,24 +22,17 @@ const DefaultQueueTimeout = 5 * time.Second
 // and a release wakes only the first waiter, so a hand-off costs the same
 // with 2 waiters or 200. TryLock does not queue: it fails while anyone
 // waits. A waiter whose Lock gives up leaves the queue at once; one that
-// dies leaves it after DefaultQueueTimeout. Each fair Locker is its own
-// owner (its queue entry is its owner id). It does no I/O; client stays
-// the caller's.
+// dies leaves it after DefaultQueueTimeout. Goroutines of one process
+// queue in the process first, so each fair Locker has at most one entry
+// per name in the server's queue. It does no I/O; client stays the
+// caller's.
 func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
-	cfg, err := dlock.NewConfig(opts...)
-	if err != nil {
-		return nil, err
-	}
-	owner := cfg.Owner + "/" + holdID()
-	if len(owner) > dlock.MaxNameLen {
-		owner = owner[len(owner)-dlock.MaxNameLen:]
-	}
 	n := newNotifier(client)
-	b := &fairBackend{backend: backend{client: client, notifier: n}, owner: owner, queueTimeout: DefaultQueueTimeout}
-	c, err := dlock.NewClient(b, append(opts, dlock.WithOwner(owner))...)
+	b := &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: DefaultQueueTimeout}
+	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +41,6 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 
 type fairBackend struct {
 	backend
-	owner        string
 	queueTimeout time.Duration
 }
 
@@ -63,7 +55,7 @@ func (k keys) fair() []string { return []string{k.lock, k.fence, k.queue, k.time
 
 func (b *fairBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	k := keysFor(r.Name)
-	hold := holdID()
+	hold := r.Owner
 	wait := "0"
 	if r.Wait {
 		wait = "1"
@@ -90,7 +82,7 @@ func (b *fairBackend) Release(ctx context.Context, h dlock.Hold) error {
 	if h.Token != 0 {
 		token = strconv.FormatUint(h.Token, 10)
 	}
-	left, err := fairReleaseScript.Run(ctx, b.client, k.fair(), h.Owner, h.Handle.(string), token,
+	left, err := fairReleaseScript.Run(ctx, b.client, k.fair(), h.Owner, holdOf(h), token,
 		k.waiterPrefix, b.notifier.publishCommand()).Int64()
 	if err != nil {
 		return err
@@ -108,6 +100,6 @@ func (b *fairBackend) Leave(ctx context.Context, r dlock.Request) error {
 
 // Subscribe listens on this waiter's own channel: only the first waiter
 // is told of a release.
-func (b *fairBackend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(name).waiterPrefix+b.owner)
+func (b *fairBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix+r.Owner)
 }

@@ -29,6 +29,7 @@ func TestFairConformance(t *testing.T) {
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return newFair(t, client(t, addr), opts...)
 		},
+		Broken: func(t *testing.T) dlock.Locker { return broken(t, addr, redislock.NewFair) },
 	})
 }
 

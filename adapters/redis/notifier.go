@@ -184,6 +184,9 @@ func (n *notifier) wakeLocked(channel string) {
 func (n *notifier) close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
 	n.closed = true
 	var errs []error
 	for _, ps := range n.sps {

@@ -2,8 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -28,9 +26,8 @@ var (
 
 // New returns a Locker on client: a single server (*redis.Client), a
 // Sentinel failover client or a Cluster (*redis.ClusterClient, which uses
-// sharded pub/sub). New does no I/O; client stays the caller's. Owners are
-// stored on the server: Lockers with the same dlock.WithOwner are one
-// owner.
+// sharded pub/sub). New does no I/O; client stays the caller's. Each hold
+// is its own owner on the server (the Locker's label, '#', a random id).
 func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
@@ -50,8 +47,9 @@ func (l *Locker) Close(ctx context.Context) error {
 }
 
 // backend implements dlock.Backend on one Redis deployment. A hold's
-// Handle is its hold id, a random string naming this Locker's hold in the
-// lock's hash.
+// Handle is its hold id, naming the hold in the lock's hash: the request's
+// owner id, unique to the hold, so a hold whose acquire reply was lost can
+// be released by its owner id alone.
 type backend struct {
 	client   redis.UniversalClient
 	notifier *notifier
@@ -63,10 +61,13 @@ var (
 	_ dlock.Inspector = (*backend)(nil)
 )
 
-func holdID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// holdOf is h's hold id: its Handle, or for the release of an acquire
+// whose outcome is unknown (nil Handle), the owner id the acquire used.
+func holdOf(h dlock.Hold) string {
+	if id, ok := h.Handle.(string); ok {
+		return id
+	}
+	return h.Owner
 }
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
@@ -92,12 +93,12 @@ func acquireOn(ctx context.Context, c redis.Scripter, r dlock.Request, hold stri
 }
 
 func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	return acquireOn(ctx, b.client, r, holdID(), true)
+	return acquireOn(ctx, b.client, r, r.Owner, true)
 }
 
 func refreshOn(ctx context.Context, c redis.Scripter, h dlock.Hold) error {
 	k := keysFor(h.Name)
-	ok, err := refreshScript.Run(ctx, c, []string{k.lock}, ms(h.TTL), h.Handle.(string), strconv.FormatUint(h.Token, 10)).Int64()
+	ok, err := refreshScript.Run(ctx, c, []string{k.lock}, ms(h.TTL), holdOf(h), strconv.FormatUint(h.Token, 10)).Int64()
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func releaseOn(ctx context.Context, c redis.Scripter, h dlock.Hold, publish stri
 	if h.Token != 0 {
 		token = strconv.FormatUint(h.Token, 10)
 	}
-	left, err := releaseScript.Run(ctx, c, []string{k.lock}, h.Owner, h.Handle.(string), token, k.channel, publish).Int64()
+	left, err := releaseScript.Run(ctx, c, []string{k.lock}, h.Owner, holdOf(h), token, k.channel, publish).Int64()
 	if err != nil {
 		return err
 	}
@@ -132,8 +133,8 @@ func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
 	return releaseOn(ctx, b.client, h, b.notifier.publishCommand())
 }
 
-func (b *backend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(name).channel)
+func (b *backend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	return b.notifier.subscribe(ctx, keysFor(r.Name).channel)
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

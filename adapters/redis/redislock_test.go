@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,20 @@ func TestConformance(t *testing.T) {
 			// Each Locker has its own client, as separate processes would.
 			return newLocker(t, client(t, addr), opts...)
 		},
-		SharedOwners: true,
+		Broken: func(t *testing.T) dlock.Locker { return broken(t, addr, redislock.New) },
 	})
+}
+
+// broken returns a Locker made by mk on a client that is then closed.
+func broken[L dlock.Locker](t *testing.T, addr string, mk func(redis.UniversalClient, ...dlock.Option) (L, error)) dlock.Locker {
+	c := client(t, addr)
+	l, err := mk(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	return testenv.Closing(t, any(l).(interface {
+		dlock.Locker
+		Close(context.Context) error
+	}))
 }

@@ -57,14 +57,6 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 		}
 		b.notifiers = append(b.notifiers, newNotifier(c))
 	}
-	cfg, err := dlock.NewConfig(opts...)
-	if err != nil {
-		return nil, err
-	}
-	// Each Redlock is its own owner on the servers: a re-entry by another
-	// Redlock would need the same token on a majority, which the
-	// token-raising step cannot promise.
-	opts = append(opts, dlock.WithOwner(cfg.Owner+"/"+holdID()))
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
@@ -118,7 +110,7 @@ func (b *redlockBackend) each(ctx context.Context, ttl time.Duration, f func(ctx
 }
 
 func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	hold := holdID()
+	hold := r.Owner
 	start := time.Now()
 	grants := make([]dlock.Grant, len(b.clients))
 	errs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
@@ -166,6 +158,12 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 		validity := r.TTL - time.Since(start) - (r.TTL/100 + 2*time.Millisecond)
 		if fenced >= b.quorum && validity > 0 {
 			return dlock.Grant{Acquired: true, Token: token, Handle: hold}, nil
+		}
+		if fenced >= b.quorum {
+			b.each(context.WithoutCancel(ctx), r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
+				return releaseOn(ctx, c, h, "")
+			})
+			return dlock.Grant{}, fmt.Errorf("redislock: Redlock: reaching a quorum took %v, more than the %v TTL allows; raise dlock.WithTTL", time.Since(start).Round(time.Millisecond), r.TTL)
 		}
 	}
 	// No quorum: give back what was taken, on every server (by hold id:
@@ -228,10 +226,10 @@ func (b *redlockBackend) Release(ctx context.Context, h dlock.Hold) error {
 
 // Subscribe listens on every server that answers, all at once, and wakes
 // on any.
-func (b *redlockBackend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+func (b *redlockBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
-	ch := keysFor(name).channel
+	ch := keysFor(r.Name).channel
 	wakes := make([]<-chan struct{}, len(b.notifiers))
 	unsubs := make([]func(), len(b.notifiers))
 	errs := b.each(ctx, time.Second, func(ctx context.Context, i int, _ redis.UniversalClient) error {

@@ -48,6 +48,18 @@ func TestRedlockConformance(t *testing.T) {
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return redlockOver(t, servers, opts...)
 		},
+		Broken: func(t *testing.T) dlock.Locker {
+			clients := make([]redis.UniversalClient, len(servers))
+			for i, s := range servers {
+				clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr})
+				clients[i].Close()
+			}
+			r, err := redislock.NewRedlock(clients)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return testenv.Closing(t, r)
+		},
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,11 +14,15 @@ import (
 )
 
 // ReadWrite is a read-write lock: any number of readers, or one writer.
-// Read and Write are Lockers of the same owner, so each is re-entrant and
-// a writer may take the read lock too (downgrade: unlock the write lease
-// and it keeps reading). A reader cannot upgrade: two would wait for each
-// other forever. Renewal, fencing and lease loss are as for New's lock;
-// readers get the token of the last writer.
+// Read and Write are sibling Lockers (see dlock.Client.NewSibling): a call
+// chain that holds the write lock (its ctx carries the write lease, see
+// dlock.ContextWithLease) may take the read lock too (downgrade: unlock
+// the write lease and it keeps reading). A reader cannot upgrade: two
+// would wait for each other forever. Renewal, fencing and lease loss are
+// as for New's lock; readers get the token of the last writer.
+//
+// The read-write lock keeps its own keys: a plain Locker (New) and the
+// read-write lock of one name do not exclude each other.
 type ReadWrite struct {
 	Read, Write *Locker
 }
@@ -28,26 +33,16 @@ func NewReadWrite(client redis.UniversalClient, opts ...dlock.Option) (*ReadWrit
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
-	cfg, err := dlock.NewConfig(opts...)
+	rn, wn := newNotifier(client), newNotifier(client)
+	w, err := dlock.NewClient(&rwBackend{client: client, notifier: wn, mode: "write"}, opts...)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, dlock.WithOwner(cfg.Owner)) // one owner for both
-	rw := &ReadWrite{}
-	for _, mode := range []string{"read", "write"} {
-		n := newNotifier(client)
-		c, err := dlock.NewClient(&rwBackend{client: client, notifier: n, mode: mode}, opts...)
-		if err != nil {
-			return nil, err
-		}
-		l := &Locker{Client: c, notifier: n}
-		if mode == "read" {
-			rw.Read = l
-		} else {
-			rw.Write = l
-		}
+	r, err := w.NewSibling(&rwBackend{client: client, notifier: rn, mode: "read"})
+	if err != nil {
+		return nil, err
 	}
-	return rw, nil
+	return &ReadWrite{Read: &Locker{Client: r, notifier: rn}, Write: &Locker{Client: w, notifier: wn}}, nil
 }
 
 type rwBackend struct {
@@ -72,8 +67,12 @@ func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl t
 		keysFor(name).lock+":rw-released", b.notifier.publishCommand()).Int64Slice()
 }
 
+// holdID is the hold id of owner's hold of this side: read and write holds
+// of one call chain share the owner id.
+func (b *rwBackend) holdID(owner string) string { return b.mode + ":" + owner }
+
 func (b *rwBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	hold := holdID()
+	hold := b.holdID(r.Owner)
 	res, err := b.run(ctx, b.mode, r.Name, r.Owner, hold, r.TTL)
 	if err != nil {
 		return dlock.Grant{}, err
@@ -88,7 +87,7 @@ func (b *rwBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, 
 }
 
 func (b *rwBackend) Refresh(ctx context.Context, h dlock.Hold) error {
-	res, err := b.run(ctx, "refresh", h.Name, h.Owner, h.Handle.(string), h.TTL)
+	res, err := b.run(ctx, "refresh", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
 	if err != nil {
 		return err
 	}
@@ -99,7 +98,7 @@ func (b *rwBackend) Refresh(ctx context.Context, h dlock.Hold) error {
 }
 
 func (b *rwBackend) Release(ctx context.Context, h dlock.Hold) error {
-	res, err := b.run(ctx, "release", h.Name, h.Owner, h.Handle.(string), h.TTL)
+	res, err := b.run(ctx, "release", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
 	if err != nil {
 		return err
 	}
@@ -109,8 +108,8 @@ func (b *rwBackend) Release(ctx context.Context, h dlock.Hold) error {
 	return nil
 }
 
-func (b *rwBackend) Subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(name).lock+":rw-released")
+func (b *rwBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	return b.notifier.subscribe(ctx, keysFor(r.Name).lock+":rw-released")
 }
 
 // Inspect reports a holder of this mode: the writer, or one of the
@@ -127,9 +126,11 @@ func (b *rwBackend) Inspect(ctx context.Context, name string) (dlock.Holder, boo
 	}
 	for f := range all {
 		if owner, ok := strings.CutPrefix(f, prefix); ok {
-			var h dlock.Holder
-			h.Owner = owner
-			fmt.Sscan(all["\x00t"], &h.Token)
+			token, err := strconv.ParseUint(all["\x00t"], 10, 64)
+			if err != nil {
+				return dlock.Holder{}, false, fmt.Errorf("redislock: %q: unreadable token %q: %w", name, all["\x00t"], err)
+			}
+			h := dlock.Holder{Owner: owner, Token: token}
 			h.TTL = b.client.PTTL(ctx, k[0]).Val()
 			return h, true, nil
 		}

@@ -30,7 +30,16 @@ func TestRWWriteConformance(t *testing.T) {
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return newRW(t, addr, opts...).Write
 		},
-		SharedOwners: true,
+		Broken: func(t *testing.T) dlock.Locker {
+			c := client(t, addr)
+			rw, err := redislock.NewReadWrite(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			testenv.Closing(t, rw.Read)
+			return testenv.Closing(t, rw.Write)
+		},
 	})
 }
 

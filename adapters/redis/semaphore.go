@@ -2,6 +2,8 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -80,7 +82,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
-	id := holdID()
+	id := randomID()
 	ok, err := s.try(ctx, n, id)
 	if err != nil {
 		return nil, err
@@ -98,7 +100,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
-	id := holdID()
+	id := randomID()
 	err := waitFor(ctx, s.notifier, s.channel, func() (bool, time.Duration, error) {
 		ok, err := s.try(ctx, n, id)
 		return ok, s.lease, err
@@ -136,3 +138,10 @@ func (p *Permit) Refresh(ctx context.Context) error {
 
 // Close closes the semaphore's pub/sub connection.
 func (s *Semaphore) Close() error { return s.notifier.close() }
+
+// randomID is a permit id: 64 random bits in hex.
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
+	return hex.EncodeToString(b[:])
+}

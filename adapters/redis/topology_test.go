@@ -28,7 +28,6 @@ func TestClusterConformance(t *testing.T) {
 			New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 				return newLocker(t, cluster(t), opts...)
 			},
-			SharedOwners: true,
 		})
 	})
 	t.Run("Fair", func(t *testing.T) {
@@ -61,7 +60,6 @@ func TestSentinel(t *testing.T) {
 			New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 				return newLocker(t, failover(t, s), opts...)
 			},
-			SharedOwners: true,
 		})
 	})
 	t.Run("Failover", func(t *testing.T) {

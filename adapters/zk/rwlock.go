@@ -12,8 +12,10 @@ import (
 // of readers, or one writer, granted in request order. Read and write
 // nodes share one sequential queue; a writer waits for the node before it,
 // a reader only for the nearest writer before it, so a release wakes only
-// the waiters it unblocks. Read and Write are Lockers of one owner: a
-// writer may also take the read lock (downgrade), a reader cannot upgrade.
+// the waiters it unblocks. Read and Write are sibling Lockers (see
+// dlock.Client.NewSibling): a call chain holding the write lock (its ctx
+// carries the write lease) may also take the read lock (downgrade); a
+// reader cannot upgrade.
 type ReadWrite struct {
 	Read, Write *Locker
 }
@@ -27,18 +29,15 @@ func NewReadWrite(conn *zk.Conn, root string, opts ...dlock.Option) (*ReadWrite,
 	if err := validRoot(root); err != nil {
 		return nil, err
 	}
-	cfg, err := dlock.NewConfig(opts...)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, dlock.WithOwner(cfg.Owner))
-	r, err := newLocker(conn, root, "read", ".rw", opts...)
-	if err != nil {
-		return nil, err
-	}
 	w, err := newLocker(conn, root, "write", ".rw", opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &ReadWrite{Read: r, Write: w}, nil
+	rb := newBackend(conn, root, "read", ".rw")
+	rb.patience = w.b.patience
+	rc, err := w.Client.NewSibling(rb)
+	if err != nil {
+		return nil, err
+	}
+	return &ReadWrite{Read: &Locker{Client: rc, b: rb}, Write: w}, nil
 }

@@ -25,6 +25,16 @@ func newRW(t *testing.T, opts ...dlock.Option) *zklock.ReadWrite {
 func TestRWWriteConformance(t *testing.T) {
 	dlocktest.Run(t, dlocktest.Harness{
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { return newRW(t, opts...).Write },
+		Broken: func(t *testing.T) dlock.Locker {
+			conn := testenv.ZK(t, testenv.ZKAddrs(t), 4*time.Second)
+			rw, err := zklock.NewReadWrite(conn, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Close()
+			testenv.Closing(t, rw.Read)
+			return testenv.Closing(t, rw.Write)
+		},
 	})
 }
 

@@ -80,6 +80,7 @@ func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (
 	if err != nil {
 		return nil, err
 	}
+	b.patience = c.Config().TTL
 	return &Locker{Client: c, b: b}, nil
 }
 
@@ -140,13 +141,21 @@ type backend struct {
 	// kind is "lock" (a mutex), "read" or "write" (a read-write lock);
 	// suffix keeps each kind's directory apart (escape never writes '.').
 	kind, suffix string
+	// patience is how long a call retries while ZooKeeper is unreachable:
+	// the lease TTL.
+	patience time.Duration
 }
 
 var (
-	_ dlock.Backend   = (*backend)(nil)
-	_ dlock.Blocker   = (*backend)(nil)
-	_ dlock.Inspector = (*backend)(nil)
+	_ dlock.Backend      = (*backend)(nil)
+	_ dlock.Blocker      = (*backend)(nil)
+	_ dlock.Inspector    = (*backend)(nil)
+	_ dlock.SessionBound = (*backend)(nil)
 )
+
+// HoldsEndWithSession implements dlock.SessionBound: a lock node lives
+// until it is deleted or its session ends.
+func (*backend) HoldsEndWithSession() bool { return true }
 
 // holdNode is a hold's Handle.
 type holdNode struct {
@@ -251,6 +260,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 	prefix := nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
 	session := b.conn.SessionID()
 	maybeCreated := false
+	var cut time.Time // since when the connection has failed
 	fail := func(err error) (string, func() (uint64, error), error) {
 		if maybeCreated {
 			b.forget(dir, prefix, session)
@@ -299,6 +309,12 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 				maybeCreated = false
 				session = b.conn.SessionID()
 			}
+			if cut.IsZero() {
+				cut = time.Now()
+			}
+			if gone := b.unreachable(cut, err); gone != nil {
+				return fail(gone)
+			}
 			select {
 			case <-ctx.Done():
 				return fail(errors.Join(ctx.Err(), err))
@@ -314,10 +330,17 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 // while the session lives and ctx allows: a reconnect to another server
 // keeps the session, its nodes and their places in the queue.
 func (b *backend) retry(ctx context.Context, session int64, f func() error) error {
+	var cut time.Time
 	for {
 		err := f()
 		if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) || b.conn.SessionID() != session {
 			return err
+		}
+		if cut.IsZero() {
+			cut = time.Now()
+		}
+		if gone := b.unreachable(cut, err); gone != nil {
+			return gone
 		}
 		select {
 		case <-ctx.Done():
@@ -325,6 +348,38 @@ func (b *backend) retry(ctx context.Context, session int64, f func() error) erro
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// ErrConnClosed is returned by every call of a Locker whose *zk.Conn its
+// owner has closed.
+var ErrConnClosed = errors.New("zklock: the *zk.Conn is closed")
+
+// unreachable returns a permanent error when a call that has failed with
+// connection errors since cut should not be retried: the connection was
+// closed by its owner, or ZooKeeper has been out of reach for longer than
+// the lease TTL (the session may have expired, and the caller is better
+// told than kept waiting).
+func (b *backend) unreachable(cut time.Time, err error) error {
+	if b.connClosed() {
+		return fmt.Errorf("%w: %w", ErrConnClosed, err)
+	}
+	if b.patience > 0 && time.Since(cut) > b.patience {
+		return fmt.Errorf("zklock: ZooKeeper unreachable for %v, longer than the lease TTL: %w", time.Since(cut).Round(time.Millisecond), err)
+	}
+	return nil
+}
+
+// connClosed reports whether conn was closed by its owner. A closed
+// connection stays StateDisconnected; one that broke moves on to
+// StateConnecting at once while it reconnects.
+func (b *backend) connClosed() bool {
+	for range 3 {
+		if b.conn.State() != zk.StateDisconnected {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // find looks for the node with prefix in dir.
@@ -516,8 +571,18 @@ func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
 	}
 }
 
+// Release deletes the hold's node. A release for an acquire whose outcome
+// was unknown (nil Handle) has nothing to do: such a node is deleted by
+// create's own clean-up (forget). Once the node's session has ended, the
+// node is gone with it.
 func (b *backend) Release(_ context.Context, h dlock.Hold) error {
-	n := h.Handle.(holdNode)
+	n, ok := h.Handle.(holdNode)
+	if !ok {
+		return nil
+	}
+	if s := b.conn.SessionID(); s != n.session {
+		return fmt.Errorf("%w: %w (session %#x, now %#x)", dlock.ErrNotHeld, ErrSessionExpired, n.session, s)
+	}
 	err := b.conn.Delete(n.path, -1)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: node %s is gone", dlock.ErrNotHeld, n.path)

@@ -52,6 +52,12 @@ func TestConformance(t *testing.T) {
 			conn := testenv.ZK(t, addrs, session)
 			return newLocker(t, conn, append([]dlock.Option{dlock.WithTTL(session)}, opts...)...)
 		},
+		Broken: func(t *testing.T) dlock.Locker {
+			conn := testenv.ZK(t, addrs, session)
+			l := newLocker(t, conn)
+			conn.Close()
+			return l
+		},
 	})
 	noOrphans(t, testenv.ZK(t, addrs, session))
 }

@@ -232,12 +232,18 @@ func (e *env) close() {
 
 // strategy builds a strategy, or says why it cannot run here.
 func (e *env) strategy(name string, o options) (seckill.Strategy, func(), error) {
-	pool := func(mk func() (dlock.Locker, error)) (*seckill.Pool, func(), error) {
-		p, err := seckill.NewPool(mk)
-		return p, func() { p.Close(context.Background()) }, err
+	// One Locker per strategy, shared by every buyer goroutine, as a
+	// service shares one: buyers exclude each other and queue in the
+	// process, one of them at a time contending on the server.
+	pool := func(mk func() (dlock.Locker, error)) (dlock.Locker, func(), error) {
+		l, err := mk()
+		if err != nil {
+			return nil, func() {}, err
+		}
+		return l, func() { l.(interface{ Close(context.Context) error }).Close(context.Background()) }, nil
 	}
 	var (
-		p   *seckill.Pool
+		p   dlock.Locker
 		end = func() {}
 		err error
 	)

@@ -1,0 +1,291 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// acquire takes h on the server. h is in the acquiring state, so no other
+// goroutine of this Client touches the server for h.Name meanwhile. Close
+// of the Client ends the wait as ctx would.
+func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error) {
+	ctx, stop := c.closable(ctx)
+	defer stop()
+	w := waiter{c: c, h: h, req: Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
+	defer w.unsubscribe()
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		g, err := w.attempt(ctx)
+		if err != nil {
+			return nil, c.failed(ctx, h, err)
+		}
+		if g.Acquired && w.blocking && time.Since(sent) > h.TTL/3 {
+			// A blocking wait: the server may have granted the lock at any
+			// time since sent, so its TTL on the server began at an
+			// unknown point after it. Renew once and count from there, or
+			// a long wait would hand over a lease already past its deadline.
+			if sent, err = c.confirm(ctx, h, g); err != nil {
+				if errors.Is(err, ErrNotHeld) {
+					continue // lost in between: wait again
+				}
+				return nil, c.failed(ctx, h, fmt.Errorf("confirming the grant: %w", err))
+			}
+		}
+		if g.Acquired {
+			return c.grant(h, g, sent)
+		}
+		if !wait {
+			c.abandon(h, false)
+			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
+		}
+		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
+			return nil, c.failed(ctx, h, err)
+		}
+	}
+}
+
+// closable returns ctx, also cancelled (with cause ErrClosed) when c is
+// closed, so that a wait on the server ends with Close.
+func (c *Client) closable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// failed ends an acquire that did not succeed and builds its error.
+func (c *Client) failed(ctx context.Context, h *hold, err error) error {
+	c.abandon(h, true)
+	switch {
+	case errors.Is(context.Cause(ctx), ErrClosed):
+		return ErrClosed
+	case ctx.Err() != nil:
+		return notAcquired(ctx, err)
+	case errors.Is(err, ErrNotAcquired):
+		return err
+	}
+	return fmt.Errorf("dlock: acquire %q: %w", h.Name, err)
+}
+
+// waiter is one acquire's state between attempts.
+type waiter struct {
+	c        *Client
+	h        *hold
+	req      Request
+	blocking bool // the backend queues waiters on the server
+	wake     <-chan struct{}
+	cancel   func()
+	noPush   bool
+}
+
+// attempt makes one attempt, a blocking one when the backend queues
+// waiters. It returns by ctx's deadline whatever the backend call does; a
+// call still running then is cleaned up when it returns (see cleanup).
+func (w *waiter) attempt(ctx context.Context) (Grant, error) {
+	call := w.c.backend.Acquire
+	if b, ok := w.c.backend.(Blocker); ok && w.req.Wait {
+		w.blocking, call = true, b.AcquireWait
+	}
+	const (
+		pending = iota
+		finished
+		gaveUp
+	)
+	var (
+		state atomic.Int32
+		done  = make(chan struct{})
+		g     Grant
+		err   error
+	)
+	// The call runs on a goroutine that Close waits for, so a closed
+	// Client has given back whatever its last attempts took. Whoever of
+	// the call and the caller moves state first decides who owns the
+	// result: the caller, or (when it gave up) the goroutine's clean-up.
+	w.c.background(func() {
+		g, err = call(ctx, w.req)
+		if !state.CompareAndSwap(pending, finished) {
+			w.c.cleanup(w.req, g, err, true)
+			return
+		}
+		close(done)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// A backend that honours ctx ends its call (and whatever it
+		// queued on the server) within moments: wait that long, so the
+		// caller returns with nothing left behind. One that does not is
+		// left to its goroutine.
+		margin := time.NewTimer(CancelMargin)
+		defer margin.Stop()
+		select {
+		case <-done:
+		case <-margin.C:
+			if state.CompareAndSwap(pending, gaveUp) {
+				return Grant{}, ctx.Err()
+			}
+			<-done
+		}
+		if g.Acquired {
+			w.c.cleanup(w.req, g, err, true)
+			return Grant{}, ctx.Err()
+		}
+	}
+	if err != nil {
+		w.c.cleanup(w.req, g, err, false)
+	}
+	return g, err
+}
+
+// cleanup gives back whatever an attempt that failed, or that its caller
+// gave up on, may hold: the grant when it succeeded late or, when its
+// outcome is unknown (err), any hold of the request's owner id, which is
+// unique to this hold, so nothing else can be touched. now makes the first
+// tries here, for a goroutine that Close waits for.
+func (c *Client) cleanup(r Request, g Grant, err error, now bool) {
+	if !g.Acquired && err == nil {
+		return
+	}
+	h := &hold{Hold: Hold{Name: r.Name, Owner: r.Owner, Token: g.Token, TTL: r.TTL, Handle: g.Handle}, gone: make(chan struct{})}
+	if !g.Acquired {
+		h.Token, h.Handle = 0, nil
+	}
+	if now {
+		_ = c.releaseUntil(h, time.Now().Add(DefaultReleaseTimeout))
+		return
+	}
+	c.releaseLater(h, err)
+}
+
+// sleep waits before the next attempt: for a push wake-up (subscribed on
+// the first failed attempt, so an uncontended Lock pays no subscription),
+// the backoff, or the holder's expiry, whichever is first.
+func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duration) error {
+	if n, ok := w.c.backend.(Notifier); ok && w.wake == nil && !w.noPush {
+		wake, cancel, err := n.Subscribe(ctx, w.req)
+		switch {
+		case err == nil:
+			// Try again at once: a release between the attempt and the
+			// subscription would otherwise be missed.
+			w.wake, w.cancel = wake, cancel
+			return nil
+		case ctx.Err() != nil:
+			return err
+		default:
+			w.noPush = true
+			w.c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", w.req.Name, "err", err)
+		}
+	}
+	delay := w.c.cfg.Backoff(attempt)
+	if w.wake != nil {
+		delay = w.c.cfg.PushFallback
+	}
+	if retryAfter > 0 && retryAfter+time.Millisecond < delay {
+		// Wake when the holder's lease runs out on the server, in case it
+		// died without releasing.
+		delay = retryAfter + time.Millisecond
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-w.wake:
+	case <-timer.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (w *waiter) unsubscribe() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// confirm renews a hold granted by a blocking wait and returns when the
+// renewal was sent. If it fails other than with ErrNotHeld the hold is
+// given back in the background.
+func (c *Client) confirm(ctx context.Context, h *hold, g Grant) (time.Time, error) {
+	held := Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
+	sent := time.Now()
+	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
+		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, held)
+	})
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		c.releaseLater(&hold{Hold: held, gone: make(chan struct{})}, err)
+	}
+	return sent, err
+}
+
+// abandon forgets h after an acquire that did not succeed and, for a
+// waiter that gave up, takes it out of a server-side queue (in the
+// background: the caller's ctx may have ended).
+func (c *Client) abandon(h *hold, gaveUp bool) {
+	if l, ok := c.backend.(Leaver); ok && gaveUp {
+		r := Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
+		c.background(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+			defer cancel()
+			if err := l.Leave(ctx, r); err != nil {
+				c.cfg.Logger.Warn("dlock: leaving the wait queue failed; the entry times out", "name", h.Name, "err", err)
+			}
+		})
+	}
+	c.settle(h)
+}
+
+// background runs f on a goroutine that Close waits for, if it starts
+// before Close.
+func (c *Client) background(f func()) {
+	c.mu.Lock()
+	counted := !c.closed
+	if counted {
+		c.wg.Add(1)
+	}
+	c.mu.Unlock()
+	go func() {
+		if counted {
+			defer c.wg.Done()
+		}
+		f()
+	}()
+}
+
+// grant makes h held after a successful acquire sent at sent.
+func (c *Client) grant(h *hold, g Grant, sent time.Time) (Lease, error) {
+	c.mu.Lock()
+	h.Token = g.Token
+	h.Handle = g.Handle
+	h.state = held
+	h.deadline = sent.Add(h.TTL - drift(h.TTL))
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.watched = make(chan struct{})
+	h.leases = make(map[*lease]struct{})
+	l := h.newLease(c)
+	if c.closed {
+		// Close ran while this acquire was in flight.
+		l.end(ErrClosed)
+		h.state = ending
+		h.cancel()
+		close(h.watched)
+		c.mu.Unlock()
+		c.releaseLater(h, nil)
+		return nil, ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.watch(h, g.Lost)
+	return l, nil
+}
+
+// drift is the margin by which the client's deadline precedes the server's
+// expiry, for clocks that run at slightly different rates (as Redlock).
+func drift(ttl time.Duration) time.Duration {
+	d := ttl/100 + 2*time.Millisecond
+	if d >= ttl/2 {
+		d = ttl / 2
+	}
+	return d
+}

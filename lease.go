@@ -1,0 +1,111 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// lease is one Lock or TryLock of a hold.
+type lease struct {
+	c    *Client
+	h    *hold
+	done chan struct{}
+	err  error // guarded by c.mu
+}
+
+var _ Lease = (*lease)(nil)
+
+// newLease adds a lease to h. c.mu must be held.
+func (h *hold) newLease(c *Client) *lease {
+	l := &lease{c: c, h: h, done: make(chan struct{})}
+	h.leases[l] = struct{}{}
+	return l
+}
+
+// end ends l with err. c.mu must be held.
+func (l *lease) end(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	delete(l.h.leases, l)
+	close(l.done)
+}
+
+func (l *lease) Name() string          { return l.h.Name }
+func (l *lease) Owner() string         { return l.h.Owner }
+func (l *lease) Token() uint64         { return l.h.Token }
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+func (l *lease) Deadline() time.Time {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.err != nil {
+		return time.Time{}
+	}
+	return l.h.deadline
+}
+
+func (l *lease) Err() error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.err
+}
+
+// ended returns the error for a call on a lease that has ended, or nil.
+func (l *lease) ended() error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.err)
+	}
+	return nil
+}
+
+func (l *lease) Refresh(ctx context.Context) error {
+	if err := l.ended(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dlock: refresh %q: %w", l.h.Name, err)
+	}
+	err := l.c.refresh(ctx, l.h)
+	if errors.Is(err, ErrNotHeld) {
+		l.c.lose(l.h, err, func() {})
+	}
+	return err
+}
+
+func (l *lease) Unlock(ctx context.Context) error {
+	c, h := l.c, l.h
+	c.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	l.end(ErrUnlocked)
+	if len(h.leases) > 0 || h.state != held {
+		c.mu.Unlock()
+		return nil
+	}
+	h.state = ending
+	h.cancel()
+	c.mu.Unlock()
+
+	result := make(chan error, 1)
+	c.background(func() {
+		<-h.watched
+		result <- c.release(h)
+	})
+	if ctx.Err() == nil {
+		select {
+		case err := <-result:
+			return err
+		case <-ctx.Done():
+		}
+	}
+	return fmt.Errorf("dlock: unlock %q: the release goes on in the background: %w", h.Name, ctx.Err())
+}

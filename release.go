@@ -1,0 +1,133 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SessionBound is implemented by backends whose holds end with a session
+// (ZooKeeper nodes, advisory locks) instead of expiring on the server at
+// their TTL. Client then retries a failed release until the backend says
+// the hold is gone (its session ended) or it succeeds, never giving up
+// while the session lives: a session-bound hold left behind would block
+// its name until the process exits.
+type SessionBound interface {
+	// HoldsEndWithSession reports whether holds end only with the session.
+	HoldsEndWithSession() bool
+}
+
+// releaseOnce makes one release request for h. It is detached from any
+// caller's cancellation (a release cancelled midway leaves its outcome
+// unknown) and bounded by DefaultReleaseTimeout, whatever the backend call
+// does.
+func (c *Client) releaseOnce(h *hold) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	defer cancel()
+	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
+		return struct{}{}, struct{}{}, c.backend.Release(ctx, h.Hold)
+	})
+	return err
+}
+
+// release gives up h after its last Unlock. When the request fails with its
+// outcome unknown, the release goes on in the background (releaseLater).
+func (c *Client) release(h *hold) error {
+	err := c.releaseOnce(h)
+	switch {
+	case err == nil:
+		c.settle(h)
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		c.settle(h)
+		return fmt.Errorf("dlock: release %q: the lease had ended on the server: %w", h.Name, err)
+	}
+	c.releaseLater(h, err)
+	return fmt.Errorf("dlock: release %q failed, retrying in the background: %w", h.Name, err)
+}
+
+// releaseUntil releases h, retrying failures until the server confirms,
+// says h is gone, or until passes; then a session-bound hold is handed to
+// releaseLater. Close uses it.
+func (c *Client) releaseUntil(h *hold, until time.Time) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = c.releaseOnce(h); err == nil || errors.Is(err, ErrNotHeld) {
+			c.settle(h)
+			return nil
+		}
+		delay := c.cfg.Backoff(attempt)
+		if time.Now().Add(delay).After(until) {
+			break
+		}
+		time.Sleep(delay)
+	}
+	if c.sessionBound() {
+		c.releaseLater(h, err)
+	} else {
+		c.settle(h)
+		c.cfg.Logger.Warn("dlock: release failed; giving up, the lock expires on the server at its TTL", "name", h.Name, "token", h.Token, "err", err)
+	}
+	return fmt.Errorf("dlock: release %q: %w", h.Name, err)
+}
+
+func (c *Client) sessionBound() bool {
+	s, ok := c.backend.(SessionBound)
+	return ok && s.HoldsEndWithSession()
+}
+
+// releaseLater retries the release of h in the background after one whose
+// outcome is unknown (first; nil to make the first attempt at once). h
+// leaves c.holds at once: its server-side owner id is its own, so a new
+// Lock of the name by c cannot re-enter it and simply waits for it like
+// any other holder.
+//
+// A hold that expires on the server is retried until a TTL past its
+// deadline (it has expired by then) or until c is closed; a session-bound
+// one until the backend says it is gone, never while its session lives.
+// Every give-up is logged.
+func (c *Client) releaseLater(h *hold, first error) {
+	c.settle(h)
+	c.mu.Lock()
+	giveUp := time.Now().Add(h.TTL)
+	if !h.deadline.IsZero() {
+		giveUp = h.deadline.Add(h.TTL)
+	}
+	c.mu.Unlock()
+	if first != nil {
+		c.cfg.Logger.Warn("dlock: release failed; retrying", "name", h.Name, "token", h.Token, "err", first)
+	}
+	sessionBound := c.sessionBound()
+	run := c.background
+	if sessionBound {
+		run = func(f func()) { go f() } // outlives Close while the session lives
+	}
+	run(func() {
+		err := first
+		for attempt := 0; ; attempt++ {
+			if err != nil {
+				timer := time.NewTimer(c.cfg.Backoff(attempt))
+				closing := c.closing.Done()
+				if sessionBound {
+					closing = nil
+				}
+				select {
+				case <-timer.C:
+				case <-closing:
+					timer.Stop()
+				}
+			}
+			if err = c.releaseOnce(h); err == nil || errors.Is(err, ErrNotHeld) {
+				return
+			}
+			if sessionBound {
+				continue
+			}
+			if time.Now().After(giveUp) || c.closing.Err() != nil {
+				c.cfg.Logger.Warn("dlock: release failed; giving up, the lock expires on the server at its TTL", "name", h.Name, "token", h.Token, "err", err)
+				return
+			}
+		}
+	})
+}
