@@ -173,6 +173,8 @@ func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duratio
 			return nil
 		case ctx.Err() != nil:
 			return err
+		case errors.Is(err, errors.ErrUnsupported):
+			w.noPush = true // this server or driver cannot push: poll
 		default:
 			w.noPush = true
 			w.c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", w.req.Name, "err", err)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -24,6 +25,7 @@ const cancelTimeout = 5 * time.Second
 // owner: advisory locks belong to sessions, not to owner ids.
 type Locker struct {
 	*dlock.Client
+	b *backend
 }
 
 var (
@@ -31,30 +33,20 @@ var (
 	_ dlock.Inspector = (*Locker)(nil)
 )
 
-// New returns a Locker on db, a PostgreSQL 14+ database opened with
-// github.com/jackc/pgx/v5/stdlib or a MySQL/MariaDB database opened with
-// github.com/go-sql-driver/mysql, whose schema is at the latest migration
-// of package migrations. New does no I/O. db stays the caller's.
+// New returns a Locker on db, a PostgreSQL 14+ or MySQL/MariaDB database
+// whose schema is at the latest migration of package migrations, opened
+// with any database/sql driver (see tablelock.New for how the dialect is
+// told). New does no I/O. db stays the caller's.
 func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if db == nil {
 		return nil, errors.New("advisory: nil *sql.DB")
 	}
-	d, err := sqldialect.Detect(db)
-	if err != nil {
-		return nil, fmt.Errorf("advisory: %w", err)
-	}
 	b := &backend{db: db}
-	switch d {
-	case sqldialect.Postgres:
-		b.d = postgres{}
-	case sqldialect.MySQL:
-		b.d = mysql{}
-	}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Client: c}, nil
+	return &Locker{Client: c, b: b}, nil
 }
 
 // session is a pinned connection and the session settings a hold changed,
@@ -87,7 +79,29 @@ type dialect interface {
 // backend implements dlock.Backend; a hold's Handle is its *session.
 type backend struct {
 	db *sql.DB
-	d  dialect
+
+	mu sync.Mutex
+	d  dialect // nil until known
+}
+
+// dialect returns the database's statements, telling them at first use.
+func (b *backend) dialect(ctx context.Context) (dialect, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.d != nil {
+		return b.d, nil
+	}
+	d, err := sqldialect.Of(ctx, b.db)
+	if err != nil {
+		return nil, fmt.Errorf("advisory: %w", err)
+	}
+	switch d {
+	case sqldialect.Postgres:
+		b.d = postgres{}
+	case sqldialect.MySQL:
+		b.d = mysql{}
+	}
+	return b.d, nil
 }
 
 var (
@@ -107,6 +121,10 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	if s := b.db.Stats(); s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
 		return dlock.Grant{}, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, s.MaxOpenConnections)
 	}
+	d, err := b.dialect(ctx)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
 		return dlock.Grant{}, err
@@ -116,10 +134,10 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	defer cancel()
 	s := &session{conn: conn}
-	token, ok, err := b.d.try(tctx, s, r)
+	token, ok, err := d.try(tctx, s, r)
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, err
+		return dlock.Grant{}, sqldialect.SchemaHint(err)
 	}
 	if !ok {
 		conn.Close()
@@ -129,23 +147,27 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 }
 
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	d, err := b.dialect(ctx)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
 		return dlock.Grant{}, err
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	s := &session{conn: conn}
-	token, ok, err := b.d.try(tctx, s, r)
+	token, ok, err := d.try(tctx, s, r)
 	cancel()
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, err
+		return dlock.Grant{}, sqldialect.SchemaHint(err)
 	}
 	if ok {
 		return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
 	}
 
-	id, err := b.d.sessionID(ctx, s)
+	id, err := d.sessionID(ctx, s)
 	if err != nil {
 		discard(conn)
 		return dlock.Grant{}, err
@@ -157,9 +179,9 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	stop := context.AfterFunc(ctx, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
-		_ = b.d.cancelStatement(cctx, b.db, id)
+		_ = d.cancelStatement(cctx, b.db, id)
 	})
-	token, err = b.d.wait(context.WithoutCancel(ctx), s, r)
+	token, err = d.wait(context.WithoutCancel(ctx), s, r)
 	if !stop() {
 		discard(conn)
 		return dlock.Grant{}, errors.Join(ctx.Err(), err)
@@ -211,7 +233,12 @@ func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
-	return b.d.holder(ctx, b.db, name)
+	d, err := b.dialect(ctx)
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	h, ok, err := d.holder(ctx, b.db, name)
+	return h, ok, sqldialect.SchemaHint(err)
 }
 
 func millis(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }

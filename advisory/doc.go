@@ -39,6 +39,6 @@
 // Poolers: session locks need a server session that stays with the
 // client: PgBouncer in session mode works, transaction or statement mode
 // does not (the lock would stay with a server connection other clients
-// then use). Use TryLockTx/LockTx, the transaction-scoped
+// then use). Use Locker.TryLockTx/LockTx, the transaction-scoped
 // pg_advisory_xact_lock, behind a transaction-mode pooler.
 package advisory

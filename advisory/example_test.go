@@ -31,8 +31,12 @@ func ExampleNew() {
 
 // Behind PgBouncer in transaction mode, lock for the length of a
 // transaction instead.
-func ExampleLockTx() {
+func ExampleLocker_LockTx() {
 	db, err := sql.Open("pgx", "postgres://app@127.0.0.1:6432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := advisory.New(db)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,7 +46,7 @@ func ExampleLockTx() {
 		log.Fatal(err)
 	}
 	defer tx.Rollback()
-	token, err := advisory.LockTx(ctx, tx, "account:7")
+	token, err := locker.LockTx(ctx, tx, "account:7")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -78,16 +77,17 @@ func (postgres) wait(ctx context.Context, s *session, r dlock.Request) (uint64, 
 	return uint64(token), err
 }
 
-func (postgres) sessionID(_ context.Context, s *session) (int64, error) {
+func (postgres) sessionID(ctx context.Context, s *session) (int64, error) {
 	var pid int64
 	err := s.conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("advisory: want a pgx stdlib connection, got %T", dc)
+		if c, ok := dc.(*stdlib.Conn); ok {
+			pid = int64(c.Conn().PgConn().PID())
 		}
-		pid = int64(c.Conn().PgConn().PID())
 		return nil
 	})
+	if err == nil && pid == 0 { // another driver: ask the session
+		err = s.conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid)
+	}
 	return pid, err
 }
 

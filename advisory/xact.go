@@ -35,8 +35,11 @@ const TxOwner = "tx"
 // releases the lock. This is the advisory lock that works behind a
 // transaction-mode pooler such as PgBouncer's. PostgreSQL only: MySQL has
 // no transaction-scoped named lock.
-func LockTx(ctx context.Context, tx *sql.Tx, name string) (uint64, error) {
-	if err := checkTx(tx, name); err != nil {
+//
+// l tells the dialect (tx must be on l's database): on MySQL, LockTx
+// returns an error wrapping errors.ErrUnsupported before any I/O on tx.
+func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, name string) (uint64, error) {
+	if err := l.checkTx(ctx, tx, name); err != nil {
 		return 0, err
 	}
 	var token int64
@@ -49,8 +52,8 @@ func LockTx(ctx context.Context, tx *sql.Tx, name string) (uint64, error) {
 
 // TryLockTx is LockTx without waiting: ok is false when another session
 // holds name.
-func TryLockTx(ctx context.Context, tx *sql.Tx, name string) (token uint64, ok bool, err error) {
-	if err := checkTx(tx, name); err != nil {
+func (l *Locker) TryLockTx(ctx context.Context, tx *sql.Tx, name string) (token uint64, ok bool, err error) {
+	if err := l.checkTx(ctx, tx, name); err != nil {
 		return 0, false, err
 	}
 	var t sql.NullInt64
@@ -61,9 +64,19 @@ func TryLockTx(ctx context.Context, tx *sql.Tx, name string) (token uint64, ok b
 	return uint64(t.Int64), t.Valid, nil
 }
 
-func checkTx(tx *sql.Tx, name string) error {
+func (l *Locker) checkTx(ctx context.Context, tx *sql.Tx, name string) error {
 	if tx == nil {
 		return errors.New("advisory: nil *sql.Tx")
 	}
-	return dlock.ValidateName(name)
+	if err := dlock.ValidateName(name); err != nil {
+		return err
+	}
+	d, err := l.b.dialect(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := d.(postgres); !ok {
+		return fmt.Errorf("advisory: transaction-scoped locks are PostgreSQL's; MySQL/MariaDB has none: %w", errors.ErrUnsupported)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -44,17 +45,20 @@ type Querier interface {
 
 // Table is a versioned table.
 type Table struct {
-	d                    sqldialect.Dialect
-	name, id, version    string // quoted
+	db                   *sql.DB
 	rawName, rawID, rawV string
+
+	mu                sync.Mutex
+	d                 sqldialect.Dialect // 0 until known
+	name, id, version string             // quoted for d
 }
 
 // NewTable describes table name with primary key column id and version
-// column version (an integer). db only tells the dialect: no I/O.
+// column version (an integer) in db, opened with any database/sql driver
+// (the dialect is told at first use, see tablelock.New). It does no I/O.
 func NewTable(db *sql.DB, name, id, version string) (*Table, error) {
-	d, err := sqldialect.Detect(db)
-	if err != nil {
-		return nil, fmt.Errorf("optimistic: %w", err)
+	if db == nil {
+		return nil, errors.New("optimistic: nil *sql.DB")
 	}
 	for _, ident := range []string{name, id, version} {
 		if !sqldialect.ValidIdentifier(ident) {
@@ -64,7 +68,23 @@ func NewTable(db *sql.DB, name, id, version string) (*Table, error) {
 	if id == version {
 		return nil, errors.New("optimistic: id and version columns are the same")
 	}
-	return &Table{d: d, name: d.Quote(name), id: d.Quote(id), version: d.Quote(version), rawName: name, rawID: id, rawV: version}, nil
+	return &Table{db: db, rawName: name, rawID: id, rawV: version}, nil
+}
+
+// dialect returns the database's dialect, told at first use, with the
+// table's quoted names.
+func (t *Table) dialect(ctx context.Context) (sqldialect.Dialect, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.d != 0 {
+		return t.d, nil
+	}
+	d, err := sqldialect.Of(ctx, t.db)
+	if err != nil {
+		return 0, fmt.Errorf("optimistic: %w", err)
+	}
+	t.d, t.name, t.id, t.version = d, d.Quote(t.rawName), d.Quote(t.rawID), d.Quote(t.rawV)
+	return d, nil
 }
 
 // Get reads the row's version and the named columns into dest (one
@@ -73,12 +93,16 @@ func (t *Table) Get(ctx context.Context, q Querier, id any, cols []string, dest 
 	if len(cols) != len(dest) {
 		return 0, fmt.Errorf("optimistic: %d columns but %d destinations", len(cols), len(dest))
 	}
-	quoted, err := t.quoteAll(cols)
+	if err := checkColumns(cols); err != nil {
+		return 0, err
+	}
+	d, err := t.dialect(ctx)
 	if err != nil {
 		return 0, err
 	}
+	quoted := quoteAll(d, cols)
 	sel := append([]string{t.version}, quoted...)
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", strings.Join(sel, ", "), t.name, t.id, t.d.Placeholder(1))
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", strings.Join(sel, ", "), t.name, t.id, d.Placeholder(1))
 	err = q.QueryRowContext(ctx, query, id).Scan(append([]any{&version}, dest...)...)
 	return version, err
 }
@@ -95,22 +119,27 @@ func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set
 		cols = append(cols, c)
 	}
 	slices.Sort(cols) // a stable statement text, so drivers can cache it
-	quoted, err := t.quoteAll(cols)
+	if err := checkColumns(cols); err != nil {
+		return 0, err
+	}
+	for _, c := range cols {
+		if c == t.rawID || c == t.rawV {
+			return 0, fmt.Errorf("optimistic: Update cannot set the %s column", c)
+		}
+	}
+	d, err := t.dialect(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var b strings.Builder
 	args := make([]any, 0, len(cols)+2)
 	fmt.Fprintf(&b, "UPDATE %s SET ", t.name)
-	for i, c := range quoted {
-		if slices.Contains([]string{t.rawID, t.rawV}, cols[i]) {
-			return 0, fmt.Errorf("optimistic: Update cannot set the %s column", cols[i])
-		}
-		fmt.Fprintf(&b, "%s = %s, ", c, t.d.Placeholder(i+1))
+	for i, c := range quoteAll(d, cols) {
+		fmt.Fprintf(&b, "%s = %s, ", c, d.Placeholder(i+1))
 		args = append(args, set[cols[i]])
 	}
 	n := len(cols)
-	fmt.Fprintf(&b, "%s = %s + 1 WHERE %s = %s AND %s = %s", t.version, t.version, t.id, t.d.Placeholder(n+1), t.version, t.d.Placeholder(n+2))
+	fmt.Fprintf(&b, "%s = %s + 1 WHERE %s = %s AND %s = %s", t.version, t.version, t.id, d.Placeholder(n+1), t.version, d.Placeholder(n+2))
 	args = append(args, id, version)
 	res, err := e.ExecContext(ctx, b.String(), args...)
 	if err != nil {
@@ -126,15 +155,23 @@ func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set
 	return version + 1, nil
 }
 
-func (t *Table) quoteAll(cols []string) ([]string, error) {
+// checkColumns refuses, before any I/O, a column that is not a plain
+// identifier.
+func checkColumns(cols []string) error {
+	for _, c := range cols {
+		if !sqldialect.ValidIdentifier(c) {
+			return fmt.Errorf("optimistic: invalid column %q", c)
+		}
+	}
+	return nil
+}
+
+func quoteAll(d sqldialect.Dialect, cols []string) []string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
-		if !sqldialect.ValidIdentifier(c) {
-			return nil, fmt.Errorf("optimistic: invalid column %q", c)
-		}
-		out[i] = t.d.Quote(c)
+		out[i] = d.Quote(c)
 	}
-	return out, nil
+	return out
 }
 
 // Policy bounds Retry.

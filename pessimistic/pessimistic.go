@@ -93,7 +93,7 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 	if cfg.backoff == nil {
 		return errors.New("pessimistic: nil Backoff")
 	}
-	d, err := sqldialect.Detect(db)
+	d, err := sqldialect.Of(ctx, db)
 	if err != nil {
 		return fmt.Errorf("pessimistic: %w", err)
 	}

@@ -93,7 +93,7 @@ type store struct {
 }
 
 func newStore(db *sql.DB) (store, error) {
-	d, err := sqldialect.Detect(db)
+	d, err := sqldialect.Of(context.Background(), db)
 	if err != nil {
 		return store{}, fmt.Errorf("seckill: %w", err)
 	}

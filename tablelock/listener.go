@@ -194,7 +194,7 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("tablelock: listener needs a pgx stdlib connection, got %T", dc)
+			return fmt.Errorf("tablelock: LISTEN needs pgx's stdlib driver, not %T; waiters poll: %w", dc, errors.ErrUnsupported)
 		}
 		pc := sc.Conn()
 		if _, err := pc.Exec(ctx, "LISTEN "+notifyChannel); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -157,5 +158,8 @@ func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool
 }
 
 func (p *postgres) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	if p.listener == nil {
+		return nil, nil, fmt.Errorf("tablelock: the Locker is closed: %w", errors.ErrUnsupported)
+	}
 	return p.listener.subscribe(ctx, r.Name)
 }

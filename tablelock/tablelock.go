@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -19,11 +20,11 @@ const Table = "dlock_locks"
 // order. The migrations create exactly these (a test checks it).
 var Columns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at"}
 
-// Locker is a lock table client for one owner.
+// Locker is a lock table client, safe for concurrent use by every
+// goroutine of a process.
 type Locker struct {
 	*dlock.Client
-	listener  *listener // shared per *sql.DB; nil on MySQL
-	closeOnce sync.Once
+	b *backend
 }
 
 var (
@@ -31,54 +32,145 @@ var (
 	_ dlock.Inspector = (*Locker)(nil)
 )
 
-// New returns a Locker on db, a PostgreSQL database opened with
-// github.com/jackc/pgx/v5/stdlib or a MySQL/MariaDB database opened with
-// github.com/go-sql-driver/mysql, whose schema is at the latest migration.
-// New does no I/O: a nil db, an unknown driver or an invalid option is an
-// error at once. db stays the caller's: Close does not close it.
+// New returns a Locker on db, a PostgreSQL or MySQL/MariaDB database whose
+// schema is at the latest migration, opened with any database/sql driver:
+// pgx's stdlib and go-sql-driver/mysql are known by type; for any other
+// (lib/pq, an instrumenting wrapper such as otelsql) the first call asks
+// the server which database it is. New does no I/O: a nil db or an invalid
+// option is an error at once. db stays the caller's: Close does not close
+// it.
 func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if db == nil {
 		return nil, errors.New("tablelock: nil *sql.DB")
 	}
-	dialect, err := sqldialect.Detect(db)
-	if err != nil {
-		return nil, fmt.Errorf("tablelock: %w", err)
-	}
-	cfg, err := dlock.NewConfig(opts...)
+	b := &backend{db: db}
+	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{}
-	var b dlock.Backend
-	switch dialect {
-	case sqldialect.Postgres:
-		l.listener = listenerFor(db, cfg.Logger)
-		b = &postgres{db: db, listener: l.listener}
-	case sqldialect.MySQL:
-		b = &mysql{db: db}
-	}
-	if l.Client, err = dlock.NewClient(b, opts...); err != nil {
-		if l.listener != nil {
-			l.listener.unref()
-		}
-		return nil, err
-	}
-	return l, nil
+	b.log = c.Config().Logger
+	return &Locker{Client: c, b: b}, nil
 }
 
 // Close ends every lease of l and releases their locks (see
 // dlock.Client.Close); the last Locker of a *sql.DB to close also closes
-// the listener connection. ctx governs the releases. Close twice is a
-// no-op.
+// the listener connection. Close twice is a no-op.
 func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
-	l.closeOnce.Do(func() {
-		if l.listener != nil {
-			l.listener.unref()
-		}
-	})
+	l.b.close()
 	return err
 }
+
+// dialectBackend is one database's statements.
+type dialectBackend interface {
+	dlock.Backend
+	dlock.Inspector
+}
+
+// backend picks the dialect's statements at first use and hands every call
+// to them.
+type backend struct {
+	db  *sql.DB
+	log *slog.Logger
+
+	mu       sync.Mutex
+	d        dialectBackend // nil until the dialect is known
+	listener *listener      // shared per *sql.DB; nil unless PostgreSQL
+	closed   bool
+}
+
+var (
+	_ dlock.Backend   = (*backend)(nil)
+	_ dlock.Notifier  = (*backend)(nil)
+	_ dlock.Inspector = (*backend)(nil)
+)
+
+func (b *backend) get(ctx context.Context) (dialectBackend, error) {
+	b.mu.Lock()
+	d := b.d
+	b.mu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	dialect, err := sqldialect.Of(ctx, b.db)
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.d == nil {
+		switch dialect {
+		case sqldialect.Postgres:
+			p := &postgres{db: b.db}
+			if !b.closed {
+				b.listener = listenerFor(b.db, b.log)
+				p.listener = b.listener
+			}
+			b.d = p
+		case sqldialect.MySQL:
+			b.d = &mysql{db: b.db}
+		}
+	}
+	return b.d, nil
+}
+
+func (b *backend) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed && b.listener != nil {
+		b.listener.unref()
+	}
+	b.closed = true
+}
+
+func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return dlock.Grant{}, err
+	}
+	g, err := d.Acquire(ctx, r)
+	return g, schemaHint(err)
+}
+
+func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+	d, err := b.get(ctx)
+	if err != nil {
+		return err
+	}
+	return d.Refresh(ctx, h)
+}
+
+func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+	d, err := b.get(ctx)
+	if err != nil {
+		return err
+	}
+	return d.Release(ctx, h)
+}
+
+func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	h, ok, err := d.Inspect(ctx, name)
+	return h, ok, schemaHint(err)
+}
+
+// Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver;
+// elsewhere waiters poll (errors.ErrUnsupported).
+func (b *backend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n, ok := d.(dlock.Notifier); ok {
+		return n.Subscribe(ctx, r)
+	}
+	return nil, nil, fmt.Errorf("tablelock: push wake-ups on MySQL: %w", errors.ErrUnsupported)
+}
+
+func schemaHint(err error) error { return sqldialect.SchemaHint(err) }
 
 func micros(d time.Duration) int64 { return d.Microseconds() + boolInt(d%time.Microsecond != 0) }
 

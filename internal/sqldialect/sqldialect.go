@@ -1,12 +1,17 @@
-// Package sqldialect tells which database a *sql.DB talks to, from its
-// driver, so SQL backends pick their statements before any I/O.
+// Package sqldialect tells which database a *sql.DB talks to: from its
+// driver where dlock knows it, without I/O, and otherwise by asking the
+// server once, so any database/sql driver works (lib/pq, pgx's stdlib,
+// go-sql-driver/mysql, and instrumenting wrappers such as otelsql).
 package sqldialect
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -31,20 +36,76 @@ func (d Dialect) String() string {
 	return fmt.Sprintf("Dialect(%d)", int(d))
 }
 
-// Detect returns db's dialect: pgx/v5's stdlib driver is PostgreSQL,
-// go-sql-driver/mysql is MySQL/MariaDB. Anything else is an error.
-func Detect(db *sql.DB) (Dialect, error) {
+// Known returns db's dialect without I/O when its driver is one dlock
+// knows by type: pgx/v5's stdlib driver is PostgreSQL, go-sql-driver/mysql
+// is MySQL/MariaDB. ok is false for any other driver (lib/pq, a wrapper
+// such as otelsql): Of asks the server.
+func Known(db *sql.DB) (d Dialect, ok bool) {
+	switch db.Driver().(type) {
+	case *stdlib.Driver:
+		return Postgres, true
+	case *mysql.MySQLDriver:
+		return MySQL, true
+	}
+	return 0, false
+}
+
+var asked sync.Map // *sql.DB → Dialect, for drivers Known does not know
+
+// Of returns db's dialect: Known's answer, or else the server's, asked once
+// per *sql.DB with SELECT version() (PostgreSQL's starts "PostgreSQL";
+// MySQL's and MariaDB's with their version number). ctx governs the
+// question.
+func Of(ctx context.Context, db *sql.DB) (Dialect, error) {
 	if db == nil {
 		return 0, errors.New("nil *sql.DB")
 	}
-	switch drv := db.Driver().(type) {
-	case *stdlib.Driver:
-		return Postgres, nil
-	case *mysql.MySQLDriver:
-		return MySQL, nil
-	default:
-		return 0, fmt.Errorf("unsupported database/sql driver %T: use github.com/jackc/pgx/v5/stdlib or github.com/go-sql-driver/mysql", drv)
+	if d, ok := Known(db); ok {
+		return d, nil
 	}
+	if d, ok := asked.Load(db); ok {
+		return d.(Dialect), nil
+	}
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT version()").Scan(&version); err != nil {
+		return 0, fmt.Errorf("telling the database's dialect (SELECT version()) over driver %T: %w", db.Driver(), err)
+	}
+	d, err := parseVersion(version)
+	if err != nil {
+		return 0, fmt.Errorf("driver %T: %w", db.Driver(), err)
+	}
+	asked.Store(db, d)
+	return d, nil
+}
+
+func parseVersion(v string) (Dialect, error) {
+	switch {
+	case strings.HasPrefix(v, "PostgreSQL "):
+		return Postgres, nil
+	case v != "" && '0' <= v[0] && v[0] <= '9':
+		return MySQL, nil
+	}
+	return 0, fmt.Errorf("unsupported database %q: dlock speaks PostgreSQL and MySQL/MariaDB", v)
+}
+
+// MissingSchema reports whether err says a table or sequence does not
+// exist: PostgreSQL SQLSTATE 42P01, MySQL/MariaDB error 1146.
+func MissingSchema(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "42P01" {
+		return true
+	}
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1146
+}
+
+// SchemaHint wraps err, when it says dlock's schema is missing, with what
+// to do about it; any other err is returned as it is.
+func SchemaHint(err error) error {
+	if err == nil || !MissingSchema(err) {
+		return err
+	}
+	return fmt.Errorf("%w (dlock's tables are missing: apply its migrations with migrations.Up(ctx, db), or migrate -path migrations/postgres or migrations/mysql up)", err)
 }
 
 // Placeholder is the n-th (from 1) bind parameter marker.

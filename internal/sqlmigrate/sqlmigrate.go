@@ -29,7 +29,7 @@ func Down(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
 }
 
 func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*migrate.Migrate) error) (err error) {
-	dialect, err := sqldialect.Detect(db)
+	dialect, err := sqldialect.Of(ctx, db)
 	if err != nil {
 		return err
 	}
