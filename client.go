@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // Client is the Locker every backend builds on: it turns a Backend's single
@@ -133,7 +135,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error)
 }
 
 func notAcquired(ctx context.Context, err error) error {
-	return errors.Join(ErrNotAcquired, ctx.Err(), err)
+	return errjoin.Join(ErrNotAcquired, ctx.Err(), err)
 }
 
 func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error) {
@@ -238,7 +240,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	c.wg.Wait()
-	return errors.Join(errs...)
+	return errjoin.Join(errs...)
 }
 
 // settle forgets h once it is released (or given up).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // Locker is a lock client. One Locker is meant to be shared by every
@@ -125,12 +127,12 @@ func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lea
 		stop()
 		cancel(nil)
 		if lostErr := lease.Err(); lostErr != nil && !errors.Is(lostErr, ErrUnlocked) {
-			err = errors.Join(err, lostErr)
+			err = errjoin.Join(err, lostErr)
 			return
 		}
 		unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), DefaultReleaseTimeout)
 		defer cancelUnlock()
-		err = errors.Join(err, lease.Unlock(unlockCtx))
+		err = errjoin.Join(err, lease.Unlock(unlockCtx))
 	}()
 	return fn(workCtx, lease)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // Part is one lock of a MultiLock: a name on a Locker. Parts may mix
@@ -52,7 +54,7 @@ func lockAll(ctx context.Context, parts []Part, lock func(Locker, context.Contex
 		lease, err := lock(p.Locker, ctx, p.Name)
 		if err != nil {
 			rollback := context.WithoutCancel(ctx)
-			return nil, errors.Join(fmt.Errorf("dlock: MultiLock part %q: %w", p.Name, err), m.unlockAll(rollback))
+			return nil, errjoin.Join(fmt.Errorf("dlock: MultiLock part %q: %w", p.Name, err), m.unlockAll(rollback))
 		}
 		m.leases = append(m.leases, lease)
 	}
@@ -144,7 +146,7 @@ func (m *MultiLease) Refresh(ctx context.Context) error {
 	for _, l := range m.leases {
 		errs = append(errs, l.Refresh(ctx))
 	}
-	return errors.Join(errs...)
+	return errjoin.Join(errs...)
 }
 
 // Unlock releases every part, in reverse order, and reports every failure.
@@ -160,5 +162,5 @@ func (m *MultiLease) unlockAll(ctx context.Context) error {
 	for i := len(m.leases) - 1; i >= 0; i-- {
 		errs = append(errs, m.leases[i].Unlock(ctx))
 	}
-	return errors.Join(errs...)
+	return errjoin.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -184,7 +185,7 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	token, err = d.wait(context.WithoutCancel(ctx), s, r)
 	if !stop() {
 		discard(conn)
-		return dlock.Grant{}, errors.Join(ctx.Err(), err)
+		return dlock.Grant{}, errjoin.Join(ctx.Err(), err)
 	}
 	if err != nil {
 		discard(conn)

@@ -64,8 +64,10 @@ func (m mysql) wait(ctx context.Context, s *session, r dlock.Request) (uint64, e
 	if err := conn.QueryRowContext(ctx, myWait, MySQLName(name)).Scan(&got); err != nil {
 		return 0, err
 	}
-	if got.Int64 != 1 {
-		return 0, fmt.Errorf("advisory: GET_LOCK(%q) returned %v", MySQLName(name), got)
+	if !got.Valid || got.Int64 != 1 {
+		// 0 is a timeout, NULL an error or a killed wait: either way the
+		// lock was not taken.
+		return 0, fmt.Errorf("advisory: %q: the server's wait for the lock ended without it", name)
 	}
 	res, err := conn.ExecContext(ctx, myFence, name, r.Owner)
 	if err != nil {

@@ -365,6 +365,9 @@ func (s suite) waitEnds(t *testing.T, mk func(context.Context) (context.Context,
 	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, want) {
 		t.Fatalf("Lock: %v, want ErrNotAcquired and %v", err, want)
 	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Lock's error spans several lines: %q", err)
+	}
 	mustUnlock(t, lease)
 	mustUnlock(t, wantAcquired(t, third, name))
 	// The waiter can still lock: it left no half-taken state behind.

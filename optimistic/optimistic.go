@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -214,7 +215,7 @@ func Retry(ctx context.Context, p Policy, fn func(ctx context.Context) error) er
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return errors.Join(ctx.Err(), err)
+			return errjoin.Join(ctx.Err(), err)
 		case <-t.C:
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 var (
@@ -93,11 +95,11 @@ func classify(err error) error {
 	case err == nil:
 		return nil
 	case IsLockNotAvailable(err):
-		return errors.Join(ErrLockTimeout, err)
+		return errjoin.Join(ErrLockTimeout, err)
 	case IsDeadlock(err):
-		return errors.Join(ErrDeadlock, err)
+		return errjoin.Join(ErrDeadlock, err)
 	case IsSerializationFailure(err):
-		return errors.Join(ErrSerialization, err)
+		return errjoin.Join(ErrSerialization, err)
 	}
 	return err
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -112,7 +113,7 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return errors.Join(ctx.Err(), classify(err))
+			return errjoin.Join(ctx.Err(), classify(err))
 		case <-t.C:
 		}
 	}
@@ -138,7 +139,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 			if _, rerr := conn.ExecContext(rctx, "SET SESSION innodb_lock_wait_timeout = @dlock_lock_wait"); rerr != nil {
 				// Do not pool a session with someone else's timeout.
 				_ = conn.Raw(func(any) error { return errBadConn })
-				err = errors.Join(err, rerr)
+				err = errjoin.Join(err, rerr)
 			}
 		}()
 	}
@@ -161,7 +162,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 	if err := fn(ctx, tx); err != nil {
 		done = true
 		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) && !IsConnectionLost(err) {
-			return errors.Join(err, rerr)
+			return errjoin.Join(err, rerr)
 		}
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // listenerIdle is how long a listener connection stays open with no waiter,
@@ -208,7 +210,7 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
-				return errors.Join(err, driver.ErrBadConn)
+				return errjoin.Join(err, driver.ErrBadConn)
 			}
 			l.wake(n.Payload)
 		}

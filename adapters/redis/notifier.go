@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // notifier is one pub/sub connection shared by every waiter of a Locker
@@ -195,5 +197,5 @@ func (n *notifier) close() error {
 	if n.ps != nil {
 		errs = append(errs, n.ps.Close())
 	}
-	return errors.Join(errs...)
+	return errjoin.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // Locker is a Redis lock client for one owner.
@@ -43,7 +44,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 // Close ends every lease of l, releases their locks (see
 // dlock.Client.Close), and closes l's pub/sub connection.
 func (l *Locker) Close(ctx context.Context) error {
-	return errors.Join(l.Client.Close(ctx), l.notifier.close())
+	return errjoin.Join(l.Client.Close(ctx), l.notifier.close())
 }
 
 // backend implements dlock.Backend on one Redis deployment. A hold's

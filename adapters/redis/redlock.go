@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // Redlock is the Redlock algorithm over independent Redis servers behind
@@ -71,7 +72,7 @@ func (r *Redlock) Close(ctx context.Context) error {
 	for _, n := range r.b.notifiers {
 		errs = append(errs, n.close())
 	}
-	return errors.Join(errs...)
+	return errjoin.Join(errs...)
 }
 
 type redlockBackend struct {
@@ -175,7 +176,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 	})
 	if len(failed) > len(b.clients)-b.quorum {
 		return dlock.Grant{}, fmt.Errorf("redislock: Redlock quorum unreachable, %d of %d servers failed: %w",
-			len(failed), len(b.clients), errors.Join(failed...))
+			len(failed), len(b.clients), errjoin.Join(failed...))
 	}
 	if len(got) > 0 {
 		// A split vote between waiters: retry after a random pause so
@@ -203,7 +204,7 @@ func (b *redlockBackend) quorumResult(what string, errs []error) error {
 	case notHeld > len(b.clients)-b.quorum:
 		return fmt.Errorf("%w: %s on %d of %d servers", dlock.ErrNotHeld, what, notHeld, len(b.clients))
 	}
-	return fmt.Errorf("redislock: %s confirmed by %d of %d servers, %d needed: %w", what, ok, len(b.clients), b.quorum, errors.Join(errs...))
+	return fmt.Errorf("redislock: %s confirmed by %d of %d servers, %d needed: %w", what, ok, len(b.clients), b.quorum, errjoin.Join(errs...))
 }
 
 func (b *redlockBackend) Refresh(ctx context.Context, h dlock.Hold) error {
@@ -258,7 +259,7 @@ func (b *redlockBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan
 		}()
 	}
 	if len(cancels) == 0 {
-		return nil, nil, errors.Join(errs...)
+		return nil, nil, errjoin.Join(errs...)
 	}
 	var once sync.Once
 	return wake, func() {
@@ -295,7 +296,7 @@ func (b *redlockBackend) Inspect(ctx context.Context, name string) (dlock.Holder
 		}
 	}
 	if answered < b.quorum {
-		return dlock.Holder{}, false, fmt.Errorf("redislock: Redlock inspect: %d of %d servers answered: %w", answered, len(b.clients), errors.Join(errs...))
+		return dlock.Holder{}, false, fmt.Errorf("redislock: Redlock inspect: %d of %d servers answered: %w", answered, len(b.clients), errjoin.Join(errs...))
 	}
 	return dlock.Holder{}, false, nil
 }

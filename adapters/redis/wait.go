@@ -2,10 +2,10 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // pushFallback bounds a wait on a push that may have been lost with its
@@ -27,7 +27,7 @@ func waitFor(ctx context.Context, n *notifier, channel string, try func() (done 
 			w, cancel, err := n.subscribe(ctx, channel)
 			if err != nil {
 				if ctx.Err() != nil {
-					return errors.Join(dlock.ErrNotAcquired, ctx.Err())
+					return errjoin.Join(dlock.ErrNotAcquired, ctx.Err())
 				}
 				return err
 			}
@@ -45,7 +45,7 @@ func waitFor(ctx context.Context, n *notifier, channel string, try func() (done 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return errors.Join(dlock.ErrNotAcquired, ctx.Err())
+			return errjoin.Join(dlock.ErrNotAcquired, ctx.Err())
 		}
 		t.Stop()
 	}

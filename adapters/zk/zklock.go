@@ -42,6 +42,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // ErrSessionExpired is wrapped by a lease's Err when the ZooKeeper session
@@ -317,7 +318,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 			}
 			select {
 			case <-ctx.Done():
-				return fail(errors.Join(ctx.Err(), err))
+				return fail(errjoin.Join(ctx.Err(), err))
 			case <-time.After(50 * time.Millisecond):
 			}
 		default:
@@ -344,7 +345,7 @@ func (b *backend) retry(ctx context.Context, session int64, f func() error) erro
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
+			return errjoin.Join(ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
