@@ -13,11 +13,17 @@ import (
 // myTry takes the lock without waiting and, in the same statement, draws
 // the name's next token and records the holder: the INSERT runs only if
 // GET_LOCK returned 1, and LAST_INSERT_ID(expr) returns the token in the
-// reply. No rows affected means another session holds the lock.
+// reply. No rows affected means another session holds the lock. Tokens
+// are a hybrid clock, max(last + 1, the server's clock in µs), so a row
+// can be deleted (Prune) without its name's tokens going back.
 const myTry = `
 INSERT INTO dlock_fences (name, owner, session, token)
-SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(1) FROM DUAL WHERE GET_LOCK(?, 0) = 1
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), session = VALUES(session)`
+SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `) FROM DUAL WHERE GET_LOCK(?, 0) = 1
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
+
+// myClock is the server's clock in microseconds since the epoch (see
+// tablelock's).
+const myClock = `CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)`
 
 // myWait waits in the server's queue. MariaDB takes no negative
 // (infinite) timeout; a year is as good.
@@ -25,8 +31,8 @@ const myWait = `SELECT GET_LOCK(?, 31536000)`
 
 // myFence draws the token after myWait got the lock.
 const myFence = `
-INSERT INTO dlock_fences (name, owner, session, token) VALUES (?, ?, CONNECTION_ID(), LAST_INSERT_ID(1))
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), session = VALUES(session)`
+INSERT INTO dlock_fences (name, owner, session, token) VALUES (?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
 
 // myHolder reads the holder row if its session still holds the lock.
 const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND session = IS_USED_LOCK(?)`

@@ -52,3 +52,42 @@ func broken[L dlock.Locker](t *testing.T, addr string, mk func(redis.UniversalCl
 		Close(context.Context) error
 	}))
 }
+
+// Every key a lock leaves behind expires by itself (the fencing counter a
+// day after its last token), so per-entity names do not grow Redis
+// forever; a name that comes back still gets a larger token.
+func TestNoKeyLeftForever(t *testing.T) {
+	c := client(t, testenv.RedisAddr(t))
+	ctx := context.Background()
+	for kind, l := range map[string]dlock.Locker{"lock": newLocker(t, c), "fair": newFair(t, c)} {
+		name := dlocktest.Name(t) + "." + kind
+		var last uint64
+		for range 2 {
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lease.Token() <= last {
+				t.Fatalf("%s: token %d after %d", kind, lease.Token(), last)
+			}
+			last = lease.Token()
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Drop the counter, as its expiry would.
+			keys, err := c.Keys(ctx, redislock.Prefix+"{"+name+"}*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) == 0 {
+				t.Fatalf("%s: no fencing counter left after a lock", kind)
+			}
+			for _, k := range keys {
+				if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 {
+					t.Errorf("%s: key %s never expires (PTTL %v)", kind, k, ttl)
+				}
+			}
+			c.Del(ctx, keys...)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package tablelock_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// Prune deletes free rows only, and a pruned name that comes back still
+// gets a larger token.
+func TestPrune(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
+			ctx := context.Background()
+			l := newLocker(t, db)
+			free, held := dlocktest.Name(t)+".free", dlocktest.Name(t)+".held"
+			first, err := l.Lock(ctx, free)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			holding, err := l.Lock(ctx, held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holding.Unlock(ctx)
+
+			if n, err := tablelock.Prune(ctx, db, time.Hour); err != nil {
+				t.Fatal(err)
+			} else if !rowExists(t, db, free) {
+				t.Fatalf("Prune with an hour's idle time deleted a row locked just now (%d rows)", n)
+			}
+			if _, err := tablelock.Prune(ctx, db, 0); err != nil {
+				t.Fatal(err)
+			}
+			if rowExists(t, db, free) {
+				t.Fatal("the free row survived Prune")
+			}
+			if !rowExists(t, db, held) {
+				t.Fatal("Prune deleted a held row")
+			}
+			if err := holding.Refresh(ctx); err != nil {
+				t.Fatalf("the held lease after Prune: %v", err)
+			}
+			again, err := l.Lock(ctx, free)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Unlock(ctx)
+			if again.Token() <= first.Token() {
+				t.Fatalf("token %d after pruning, was %d", again.Token(), first.Token())
+			}
+			if _, err := tablelock.Prune(ctx, db, -time.Second); err == nil {
+				t.Error("negative idle time accepted")
+			}
+			if _, err := tablelock.Prune(ctx, nil, 0); err == nil {
+				t.Error("nil db accepted")
+			}
+		})
+	}
+}
+
+func rowExists(t *testing.T, db *sql.DB, name string) bool {
+	placeholder := "?"
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		placeholder = "$1"
+	}
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(context.Background(), "SELECT count(*) FROM dlock_locks WHERE name = "+placeholder, name).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
