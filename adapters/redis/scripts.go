@@ -28,6 +28,8 @@ var (
 	semAcquireSrc string
 	//go:embed scripts/sem_release.lua
 	semReleaseSrc string
+	//go:embed scripts/sem_available.lua
+	semAvailableSrc string
 	//go:embed scripts/sem_refresh.lua
 	semRefreshSrc string
 	//go:embed scripts/latch_count_down.lua
@@ -44,7 +46,8 @@ var (
 	fairReleaseScript = redis.NewScript(fairReleaseSrc)
 	fairLeaveScript   = redis.NewScript(fairLeaveSrc)
 
-	semAcquireScript     = redis.NewScript(semAcquireSrc)
+	semAcquireScript     = redis.NewScript(tokenSrc + semAcquireSrc)
+	semAvailableScript   = redis.NewScript(semAvailableSrc)
 	semReleaseScript     = redis.NewScript(semReleaseSrc)
 	semRefreshScript     = redis.NewScript(semRefreshSrc)
 	latchCountDownScript = redis.NewScript(latchCountDownSrc)

@@ -14,7 +14,9 @@ import (
 )
 
 // ErrUnknownPermit is returned by Permit.Release and Permit.Refresh for a
-// permit the semaphore does not hold: released already, or expired.
+// permit the semaphore does not hold: released already, or expired (its
+// permits were free for others before the release, so the holder was not
+// protected to the end).
 var ErrUnknownPermit = errors.New("redislock: unknown or expired permit")
 
 // Semaphore limits how many holders use a resource at once: at most its
@@ -22,10 +24,16 @@ var ErrUnknownPermit = errors.New("redislock: unknown or expired permit")
 // own id and lease on the server's clock (as Redisson's
 // PermitExpirableSemaphore): a permit whose holder died comes back when its
 // lease runs out, so a crash cannot shrink the semaphore for good.
+//
+// Permits are not dlock leases: nothing renews them and nothing tells the
+// holder when one runs out. A holder that may work longer than the lease
+// calls Permit.Refresh in time; Permit.Release says (ErrUnknownPermit)
+// when the lease had already run out. Each permit carries a fencing token
+// from the semaphore's counter.
 type Semaphore struct {
 	client   redis.UniversalClient
 	name     string
-	keys     [2]string
+	keys     [3]string
 	channel  string
 	capacity int
 	lease    time.Duration
@@ -51,7 +59,7 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, lease
 	k := keysFor(name)
 	return &Semaphore{
 		client: client, name: name, capacity: capacity, lease: lease,
-		keys:     [2]string{k.lock + ":permits", k.lock + ":permit-sizes"},
+		keys:     [3]string{k.lock + ":permits", k.lock + ":permit-sizes", k.fence},
 		channel:  k.lock + ":permit-released",
 		notifier: newNotifier(client),
 	}, nil
@@ -61,7 +69,10 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, lease
 type Permit struct {
 	ID string
 	N  int
-	s  *Semaphore
+	// Token is a fencing token: it increases across the permits of one
+	// semaphore.
+	Token uint64
+	s     *Semaphore
 }
 
 func (s *Semaphore) check(n int) error {
@@ -71,9 +82,33 @@ func (s *Semaphore) check(n int) error {
 	return nil
 }
 
-func (s *Semaphore) try(ctx context.Context, n int, id string) (bool, error) {
-	ok, err := semAcquireScript.Run(ctx, s.client, s.keys[:], s.capacity, n, id, ms(s.lease)).Int64()
-	return ok == 1, err
+// try takes n permits as id: it returns the token when it did, else how
+// long until the earliest permit expires.
+func (s *Semaphore) try(ctx context.Context, n int, id string) (token uint64, wait time.Duration, err error) {
+	res, err := semAcquireScript.Run(ctx, s.client, s.keys[:], s.capacity, n, id, ms(s.lease)).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(res) != 2 {
+		return 0, 0, fmt.Errorf("redislock: semaphore script returned %v", res)
+	}
+	if res[0] == 1 {
+		return uint64(res[1]), 0, nil
+	}
+	return 0, time.Duration(res[1]) * time.Millisecond, nil
+}
+
+// Available returns the permits free now and those in use; permits whose
+// lease ran out count as free. ctx governs the request.
+func (s *Semaphore) Available(ctx context.Context) (free, inUse int, err error) {
+	res, err := semAvailableScript.Run(ctx, s.client, s.keys[:2], s.capacity).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(res) != 2 {
+		return 0, 0, fmt.Errorf("redislock: semaphore script returned %v", res)
+	}
+	return int(res[0]), int(res[1]), nil
 }
 
 // TryAcquire takes n permits if they are free now; it returns
@@ -83,32 +118,35 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
 		return nil, err
 	}
 	id := randomID()
-	ok, err := s.try(ctx, n, id)
+	token, _, err := s.try(ctx, n, id)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if token == 0 {
 		return nil, fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name)
 	}
-	return &Permit{ID: id, N: n, s: s}, nil
+	return &Permit{ID: id, N: n, Token: token, s: s}, nil
 }
 
-// Acquire takes n permits, waiting (woken by pub/sub when permits are
-// released, and at least every permit lease, when permits can expire)
-// until they are free or ctx ends.
+// Acquire takes n permits, waiting until they are free or ctx ends: woken
+// by pub/sub when permits are released, and when the earliest permit's
+// lease runs out.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
 	id := randomID()
+	var token uint64
 	err := waitFor(ctx, s.notifier, s.channel, func() (bool, time.Duration, error) {
-		ok, err := s.try(ctx, n, id)
-		return ok, s.lease, err
+		var wait time.Duration
+		var err error
+		token, wait, err = s.try(ctx, n, id)
+		return token != 0, wait, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{ID: id, N: n, s: s}, nil
+	return &Permit{ID: id, N: n, Token: token, s: s}, nil
 }
 
 // Release gives the permits back and wakes waiters. It returns
@@ -118,10 +156,13 @@ func (p *Permit) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok != 1 {
-		return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
+	switch ok {
+	case 1:
+		return nil
+	case -1:
+		return fmt.Errorf("%w: %s had expired before its release", ErrUnknownPermit, p.ID)
 	}
-	return nil
+	return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
 }
 
 // Refresh extends the permits' lease by the semaphore's lease from now.

@@ -97,6 +97,50 @@ func TestSemaphoreExpiredPermitReturns(t *testing.T) {
 	}
 }
 
+// Redisson's testReleaseExpired: a permit whose lease ran out, with
+// nobody taking it since, cannot be released as if it had held to the end;
+// Available counts it free.
+func TestSemaphoreReleaseExpired(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	lease := 200 * time.Millisecond
+	s := newSemaphore(t, addr, dlocktest.Name(t), 2, lease)
+	ctx := context.Background()
+	p, err := s.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free, used, err := s.Available(ctx); err != nil || free != 1 || used != 1 {
+		t.Fatalf("Available with one permit out: %d free, %d used, %v", free, used, err)
+	}
+	deadline := time.Now().Add(dlocktest.Timeout)
+	for { // until the server's clock has passed the lease
+		free, _, err := s.Available(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the permit never expired")
+		}
+		time.Sleep(lease / 4)
+	}
+	if err := p.Release(ctx); !errors.Is(err, redislock.ErrUnknownPermit) {
+		t.Fatalf("release of an expired permit: %v, want ErrUnknownPermit", err)
+	}
+	q, err := s.TryAcquire(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Token <= p.Token {
+		t.Fatalf("permit tokens %d then %d", p.Token, q.Token)
+	}
+	if err := q.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSemaphoreBadInput(t *testing.T) {
 	c := client(t, testenv.RedisAddr(t))
 	for what, f := range map[string]func() error{

@@ -4,5 +4,10 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = redis.call('zscore', KEYS[1], ARGV[1])
 if not expires or tonumber(expires) <= now then return 0 end
-redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local lease = tonumber(ARGV[2])
+redis.call('zadd', KEYS[1], now + lease, ARGV[1])
+if redis.call('pttl', KEYS[1]) < lease then
+  redis.call('pexpire', KEYS[1], lease)
+  redis.call('pexpire', KEYS[2], lease)
+end
 return 1
