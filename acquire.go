@@ -134,9 +134,32 @@ func (w *waiter) attempt(ctx context.Context) (Grant, error) {
 		}
 	}
 	if err != nil {
-		w.c.cleanup(w.req, g, err, false)
+		w.c.cleanupWithin(ctx, w.req, g, err)
 	}
 	return g, err
+}
+
+// cleanupWithin is cleanup after an attempt that failed while its caller
+// still waits: one release is tried at once, within the caller's ctx (so
+// a failed Lock returns with nothing held), and the rest is left to the
+// background.
+func (c *Client) cleanupWithin(ctx context.Context, r Request, g Grant, err error) {
+	h := &hold{Hold: Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL}, gone: make(chan struct{})}
+	bound := DefaultReleaseTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)+CancelMargin)
+	}
+	if ctx.Err() == nil && bound > 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		_, _, rerr := withinCtx(rctx, func(ctx context.Context) (struct{}, struct{}, error) {
+			return struct{}{}, struct{}{}, c.backend.Release(ctx, h.Hold)
+		})
+		cancel()
+		if rerr == nil || errors.Is(rerr, ErrNotHeld) {
+			return
+		}
+	}
+	c.cleanup(r, g, err, false)
 }
 
 // cleanup gives back whatever an attempt that failed, or that its caller

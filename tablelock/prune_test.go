@@ -3,12 +3,16 @@ package tablelock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/tablelock"
 )
 
@@ -81,4 +85,24 @@ func rowExists(t *testing.T, db *sql.DB, name string) bool {
 		t.Fatal(err)
 	}
 	return n > 0
+}
+
+// A token past what the driver reads as int64 (2^63-1) is a clear error,
+// and the failed Lock leaves nothing held: the next owner gets the lock
+// once the row is repaired, without waiting for a TTL.
+func TestTokenLimit(t *testing.T) {
+	db := migrated(t, testenv.MySQL)
+	ctx := context.Background()
+	name := dlocktest.Name(t)
+	if _, err := db.ExecContext(ctx, "INSERT INTO dlock_locks (name, token) VALUES (?, 9223372036854775807)", name); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, db, dlock.WithTTL(time.Minute))
+	if _, err := l.TryLock(ctx, name); err == nil || !strings.Contains(err.Error(), "2^63-1") {
+		t.Fatalf("TryLock past the token limit: %v", err)
+	}
+	var owner sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT owner FROM dlock_locks WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)", name).Scan(&owner); !errors.Is(err, sql.ErrNoRows) {
+		t.Fatalf("the failed TryLock left the row held by %v (%v)", owner, err)
+	}
 }

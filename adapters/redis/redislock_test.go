@@ -2,7 +2,10 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -90,4 +93,69 @@ func TestNoKeyLeftForever(t *testing.T) {
 			c.Del(ctx, keys...)
 		}
 	}
+}
+
+// Redisson's interrupted tryLock: the acquire script runs, its reply is
+// held back, and the caller's ctx ends first. Lock returns ErrNotAcquired,
+// and the hold taken on its behalf is given back once the reply (or the
+// error) comes in, not left for a TTL.
+func TestLostReplyLeavesNothing(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	for _, ctxTimeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
+			p := testenv.NewProxy(t, addr)
+			via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: ctxTimeouts})
+			t.Cleanup(func() { via.Close() })
+			cut := newLocker(t, via) // TTL 30s
+			name := dlocktest.Name(t)
+			ctx := context.Background()
+			if err := via.Ping(ctx).Err(); err != nil { // connect first
+				t.Fatal(err)
+			}
+			p.HoldReplies()
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			if _, err := cut.Lock(short, name); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Lock with its reply held back: %v, want ErrNotAcquired and DeadlineExceeded", err)
+			}
+			p.Restore()
+			wait, cancel := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
+			defer cancel()
+			lease, err := newLocker(t, client(t, addr)).Lock(wait, name)
+			if err != nil {
+				t.Fatalf("another owner after the lost reply (the orphan would hold 30s): %v", err)
+			}
+			lease.Unlock(ctx)
+		})
+	}
+}
+
+// bsm/redislock's TestLock_Release_not_own: the lock key overwritten
+// behind the holder's back (another type). Unlock says the lease had
+// ended, instead of failing with WRONGTYPE and retrying.
+func TestLockKeyOverwritten(t *testing.T) {
+	c := client(t, testenv.RedisAddr(t))
+	ctx := context.Background()
+	l := newLocker(t, c)
+	name := dlocktest.Name(t)
+	lease, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := redislock.Prefix + "{" + name + "}"
+	if err := c.Set(ctx, key, "someone else's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Refresh(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Refresh of an overwritten lock: %v, want ErrNotHeld", err)
+	}
+	if err := lease.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of an overwritten lock: %v, want ErrNotHeld", err)
+	}
+	c.Del(ctx, key)
+	again, err := l.TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("the same Locker's next TryLock: %v", err)
+	}
+	again.Unlock(ctx)
 }

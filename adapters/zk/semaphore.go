@@ -148,7 +148,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 			return nil, fmt.Errorf("%w: the lease node %s is gone", ErrSessionExpired, node)
 		}
 		if used(children) <= s.capacity {
-			token, err := tokenOf()
+			token, _, err := tokenOf()
 			if err != nil {
 				return leave(err)
 			}

@@ -181,22 +181,60 @@ func ownerTag(owner string) string {
 // tag is what follows the protected GUID in this hold's node name: the
 // kind, and for read-write nodes the owner's tag, so a reader can tell its
 // own owner's write node. The server appends the sequence.
-func (b *backend) tag(owner string) string {
-	if b.kind == "lock" {
+//
+// A reader whose owner holds the write lock (the first node of q) reads at
+// once, ahead of other owners' queued writers, or it and they would wait
+// for each other (a downgrade): its node is marked as such, and every
+// writer waits for a marked node wherever it stands in the queue.
+func (b *backend) tag(q []string, owner string) string {
+	switch {
+	case b.kind == "lock":
 		return "lock"
+	case b.kind == "read" && ownsWrite(q, owner):
+		return "read-" + ownerTag(owner) + downgradeMark
 	}
 	return b.kind + "-" + ownerTag(owner)
 }
 
+// downgradeMark ends the tag of a reader's node taken under its owner's
+// write lock.
+const downgradeMark = "-g"
+
+func isDowngrade(node string) bool {
+	return strings.Contains(node, "-read-") && strings.Contains(node, downgradeMark+"-")
+}
+
+// ownsWrite reports whether owner holds the write lock in queue q.
+func ownsWrite(q []string, owner string) bool {
+	return len(q) > 0 && strings.Contains(q[0], "-write-"+ownerTag(owner)+"-")
+}
+
+// requeue is what blocker returns for a downgrade node whose owner no
+// longer held the write lock when it was made: it joins the queue again as
+// a plain reader.
+const requeue = "\x00requeue"
+
 // blocker returns the node of q that node i must wait for, or "" when it
-// may hold now. A mutex or a writer waits for its predecessor; a reader
-// waits only for the nearest writer before it that is not its own owner's.
+// may hold now. A mutex waits for its predecessor; a writer too, and then
+// for any downgrade reader; a reader waits only for the nearest writer
+// before it that is not its own owner's.
 func (b *backend) blocker(q []string, i int, owner string) string {
 	if b.kind != "read" {
-		if i == 0 {
+		if i > 0 {
+			return q[i-1]
+		}
+		if b.kind == "write" {
+			if j := slices.IndexFunc(q, isDowngrade); j >= 0 {
+				return q[j]
+			}
+		}
+		return ""
+	}
+	if isDowngrade(q[i]) {
+		if ownsWrite(q, owner) {
 			return ""
 		}
-		return q[i-1]
+		return requeue
 	}
 	mine := "-write-" + ownerTag(owner) + "-"
 	for j := i - 1; j >= 0; j-- {
@@ -255,14 +293,14 @@ func (b *backend) queue(dir string) ([]string, error) {
 // connection (while the session lives and ctx allows) and looks for the
 // node by its GUID. If it cannot tell, a background search deletes the
 // node once the connection is back (or the session ends, taking it along).
-func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, error), error) {
+func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
 	prefix := nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
 	session := b.conn.SessionID()
 	maybeCreated := false
 	var cut time.Time // since when the connection has failed
-	fail := func(err error) (string, func() (uint64, error), error) {
+	fail := func(err error) (string, func() (uint64, <-chan zk.Event, error), error) {
 		if maybeCreated {
 			b.forget(dir, prefix, session)
 		}
@@ -283,20 +321,32 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 		switch {
 		case err == nil:
 			czxid := make(chan error, 1)
-			var st *zk.Stat
+			var (
+				st  *zk.Stat
+				own <-chan zk.Event
+			)
 			go func() {
 				czxid <- b.retry(ctx, session, func() (err error) {
-					_, st, err = b.conn.Exists(p)
+					_, st, own, err = b.conn.ExistsW(p)
 					return err
 				})
 			}()
-			token := func() (uint64, error) {
-				if err := <-czxid; err != nil {
-					return 0, err
-				}
-				return uint64(st.Czxid), nil
+			// token also returns a watch on the node: it fires if the node
+			// goes (deleted from outside, or with the session).
+			var (
+				read  sync.Once
+				token uint64
+				terr  error
+			)
+			tokenOf := func() (uint64, <-chan zk.Event, error) {
+				read.Do(func() {
+					if terr = <-czxid; terr == nil {
+						token = uint64(st.Czxid)
+					}
+				})
+				return token, own, terr
 			}
-			return p, token, nil
+			return p, tokenOf, nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
 			if err := b.ensureDir(dir); err != nil {
 				return fail(err)
@@ -437,7 +487,9 @@ func (b *backend) remove(dir, node string, session int64) {
 func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
 	q, err := b.queue(dir)
-	if err == nil && b.blocker(append(q, ""), len(q), r.Owner) != "" {
+	// mine stands for the node this attempt would make, at the end.
+	mine := func() []string { return append(q, "-"+b.tag(q, r.Owner)+"-") }
+	if err == nil && b.blocker(mine(), len(q), r.Owner) != "" {
 		// A follower may not yet have applied a release that another
 		// client already saw succeed: sync it with the leader before
 		// saying no. (A stale empty queue needs no sync: the create
@@ -446,15 +498,15 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 			q, err = b.queue(dir)
 		}
 	}
-	if err != nil || b.blocker(append(q, ""), len(q), r.Owner) != "" {
+	if err != nil || b.blocker(mine(), len(q), r.Owner) != "" {
 		return dlock.Grant{}, err
 	}
-	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(r.Owner))
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
 	if err != nil {
 		return dlock.Grant{}, err
 	}
 	q, err = b.queue(dir)
-	token, terr := tokenOf()
+	token, _, terr := tokenOf()
 	if err == nil {
 		err = terr
 	}
@@ -470,7 +522,16 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 // node.
 func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
 	dir := b.dir(r.Name)
-	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(r.Owner))
+	var q []string
+	if b.kind == "read" { // a downgrade is told by the queue before the node
+		if err := b.retry(ctx, b.conn.SessionID(), func() (err error) {
+			q, err = b.queue(dir)
+			return err
+		}); err != nil {
+			return dlock.Grant{}, err
+		}
+	}
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
 	if err != nil {
 		return dlock.Grant{}, err
 	}
@@ -479,35 +540,80 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		b.remove(dir, node, session)
 		return dlock.Grant{}, cause
 	}
+	// rejoin joins the queue again when the waiting node is gone (its
+	// session expired, or someone deleted it), as Curator does: Lock waits
+	// until held or ctx ends.
+	rejoin := func() error {
+		b.remove(dir, node, session)
+		var err error
+		if node, tokenOf, err = b.create(ctx, dir, r.Owner, b.tag(nil, r.Owner)); err != nil {
+			return err
+		}
+		session = b.conn.SessionID()
+		return nil
+	}
 	// q is this waiter's view of the queue. Nodes are only appended after
 	// ours (with larger sequences) or deleted, so a view with deletions
 	// applied as they are seen is never too permissive: when the view says
 	// we may hold, we may. When the node we wait for was first in the view,
 	// its deletion thus costs us no read; otherwise nodes before it may be
 	// gone unseen, and one read beats checking them one by one.
-	var q []string
+	q = nil
 	for {
+		fresh := q == nil
 		if q == nil {
 			err := b.retry(ctx, session, func() (err error) {
 				q, err = b.queue(dir)
 				return err
 			})
+			if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
+				q = nil
+				if err := rejoin(); err != nil {
+					return dlock.Grant{}, err
+				}
+				continue
+			}
 			if err != nil {
 				return leave(err)
 			}
 		}
 		i := slices.Index(q, path.Base(node))
-		if i < 0 {
-			return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s is gone", ErrSessionExpired, node)
+		if i < 0 || b.conn.SessionID() != session {
+			q = nil
+			if err := rejoin(); err != nil {
+				return dlock.Grant{}, err
+			}
+			continue
 		}
 		waitFor := b.blocker(q, i, r.Owner)
-		if waitFor == "" {
-			if s := b.conn.SessionID(); s != session {
-				return dlock.Grant{}, fmt.Errorf("%w: the waiting node %s went with session %#x", ErrSessionExpired, node, session)
+		if waitFor == requeue {
+			q = nil
+			if err := rejoin(); err != nil {
+				return dlock.Grant{}, err
 			}
-			token, err := tokenOf()
+			continue
+		}
+		if waitFor == "" {
+			token, own, err := tokenOf()
 			if err != nil {
 				return leave(err)
+			}
+			if !fresh {
+				// The view was kept by deletion events alone. Trust it
+				// only while our own node's watch is quiet (an outside
+				// delete fires it before the event that brought us here)
+				// and, for a writer, read again: a downgrade reader may
+				// have joined behind us.
+				select {
+				case <-own:
+					q = nil
+					continue
+				default:
+				}
+				if b.kind == "write" {
+					q = nil
+					continue
+				}
 			}
 			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}}, nil
 		}
@@ -517,6 +623,13 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
 			return err
 		})
+		if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
+			q = nil
+			if err := rejoin(); err != nil {
+				return dlock.Grant{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return leave(err)
 		}

@@ -1,6 +1,8 @@
 package zklock_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,4 +62,45 @@ func TestConformance(t *testing.T) {
 		},
 	})
 	noOrphans(t, testenv.ZK(t, addrs, session))
+}
+
+// Curator's testNoOrphanedNodes/testKilledSession: a waiter's queue node
+// deleted from outside. The waiter queues again, instead of failing, and
+// gets the lock when the holder lets go.
+func TestWaiterRequeuesWhenItsNodeGoes(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	holder := newLocker(t, testenv.ZK(t, addrs, 4*time.Second), dlock.WithTTL(4*time.Second))
+	waiter := newLocker(t, testenv.ZK(t, addrs, 4*time.Second), dlock.WithTTL(4*time.Second))
+	name := dlocktest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	held, err := holder.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitForNodes(t, escapeName(name), 2)
+	admin := testenv.ZK(t, addrs, 4*time.Second)
+	dir := root + "/" + escapeName(name)
+	nodes, _, err := admin.Children(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(nodes, func(x, y string) int { return strings.Compare(x[len(x)-10:], y[len(y)-10:]) })
+	if err := admin.Delete(dir+"/"+nodes[1], -1); err != nil { // the waiter's
+		t.Fatal(err)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter whose node was deleted: %v", err)
+	}
 }

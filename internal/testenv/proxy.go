@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -9,14 +8,19 @@ import (
 
 // Proxy is a TCP proxy on loopback between a client and a server, for
 // injecting network faults: Cut drops every connection through it and
-// refuses new ones until Restore.
+// refuses new ones until Restore; Blackhole and HoldReplies stop
+// forwarding (connections stay open, bytes wait) until Restore, as a link
+// that drops every packet, or only the server's, would.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	cut     bool
+	conns   map[net.Conn]struct{}
+	up      chan struct{} // closed while client → server bytes flow
+	down    chan struct{} // closed while server → client bytes flow
+	flowing chan struct{} // a closed channel
 }
 
 // NewProxy starts a proxy on 127.0.0.1 to target; t.Cleanup stops it.
@@ -26,7 +30,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	open := make(chan struct{})
+	close(open)
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, up: open, down: open, flowing: open}
 	go p.serve()
 	t.Cleanup(func() {
 		ln.Close()
@@ -49,11 +55,68 @@ func (p *Proxy) Cut() {
 	clear(p.conns)
 }
 
-// Restore accepts connections again.
+// Blackhole stops forwarding in both directions until Restore.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.up == p.flowing {
+		p.up = make(chan struct{})
+	}
+	if p.down == p.flowing {
+		p.down = make(chan struct{})
+	}
+}
+
+// HoldReplies stops forwarding the server's bytes until Restore: requests
+// reach the server, their replies do not come back.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down == p.flowing {
+		p.down = make(chan struct{})
+	}
+}
+
+// Restore accepts connections again and forwards what was held.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.cut = false
-	p.mu.Unlock()
+	for _, gate := range []*chan struct{}{&p.up, &p.down} {
+		if *gate != p.flowing {
+			close(*gate)
+			*gate = p.flowing
+		}
+	}
+}
+
+// gate returns the channel to wait on before forwarding a direction.
+func (p *Proxy) gate(down bool) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if down {
+		return p.down
+	}
+	return p.up
+}
+
+// forward copies src to dst, waiting at the direction's gate before each
+// write.
+func (p *Proxy) forward(dst, src net.Conn, down bool) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.gate(down)
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) track(c net.Conn) bool {
@@ -82,12 +145,8 @@ func (p *Proxy) serve() {
 				client.Close()
 				return
 			}
-			go func() {
-				io.Copy(server, client)
-				server.Close()
-			}()
-			io.Copy(client, server)
-			client.Close()
+			go p.forward(server, client, false)
+			p.forward(client, server, true)
 		}()
 	}
 }

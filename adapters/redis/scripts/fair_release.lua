@@ -3,6 +3,7 @@
 -- ARGV[1] owner, ARGV[2] hold id, ARGV[3] token ('' matches any),
 -- ARGV[4] waiter channel prefix, ARGV[5] publish command
 local lock, owner, hold = KEYS[1], ARGV[1], '\0h' .. ARGV[2]
+if redis.call('type', lock).ok ~= 'hash' then return -1 end
 if redis.call('hexists', lock, hold) == 0 or (ARGV[3] ~= '' and redis.call('hget', lock, '\0t') ~= ARGV[3]) then
   return -1
 end

@@ -6,6 +6,8 @@
 -- not to wake anyone)
 -- Returns the owner's remaining holds, or -1 when the hold was not held.
 local lock, owner, hold = KEYS[1], ARGV[1], '\0h' .. ARGV[2]
+-- A key overwritten with another type holds no hold of ours.
+if redis.call('type', lock).ok ~= 'hash' then return -1 end
 if redis.call('hexists', lock, hold) == 0 or (ARGV[3] ~= '' and redis.call('hget', lock, '\0t') ~= ARGV[3]) then
   return -1
 end

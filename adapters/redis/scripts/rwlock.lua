@@ -61,7 +61,11 @@ local function grant(kind, token)
 end
 
 local mode = redis.call('hget', key, 'mode')
+-- wait tells a waiter to try again when the earliest hold expires (a
+-- holder that died frees its part then), at the latest.
 local function wait()
+  local first = redis.call('zrange', holds, 0, 0, 'withscores')
+  if first[2] then return {0, math.max(tonumber(first[2]) - now, 1)} end
   local left = redis.call('pttl', key)
   if left < 0 then left = ttl end
   return {0, left}
