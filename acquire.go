@@ -22,11 +22,14 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 		if err != nil {
 			return nil, c.failed(ctx, h, err)
 		}
-		if g.Acquired && w.blocking && time.Since(sent) > h.TTL/3 {
-			// A blocking wait: the server may have granted the lock at any
-			// time since sent, so its TTL on the server began at an
-			// unknown point after it. Renew once and count from there, or
-			// a long wait would hand over a lease already past its deadline.
+		if g.Acquired && time.Since(sent) > h.TTL/3 {
+			// A slow grant (a wait in the server's queue, or a request
+			// that hung on a frozen server or a slow link): the server may
+			// have granted the lock at any time since sent, so its TTL
+			// there began at an unknown point after it, and the client's
+			// deadline, counted from sent, may already have passed. Renew
+			// once and count from there, or Lock would hand over a lease
+			// that is lost on arrival.
 			if sent, err = c.confirm(ctx, h, g); err != nil {
 				if errors.Is(err, ErrNotHeld) {
 					continue // lost in between: wait again

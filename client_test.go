@@ -390,3 +390,34 @@ func TestReentryIsPerCallChain(t *testing.T) {
 	}
 	next.Unlock(ctx)
 }
+
+// A grant that arrives past the client's deadline (the request hung on a
+// frozen server longer than the TTL; the server granted it on waking) is
+// confirmed by a renewal, not handed over lost on arrival.
+func TestSlowGrantIsConfirmed(t *testing.T) {
+	m := newMemory()
+	ttl := 300 * time.Millisecond
+	c := newClient(t, m, dlock.WithTTL(ttl))
+	m.freeze()
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		lease, err := c.Lock(context.Background(), "x")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	time.Sleep(2 * ttl) // the server stays frozen past the TTL
+	m.thaw()
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	defer lease.Unlock(context.Background())
+	if err := lease.Err(); err != nil {
+		t.Fatalf("the slow grant was lost on arrival: %v", err)
+	}
+	if d := lease.Deadline(); !d.After(time.Now()) {
+		t.Fatalf("the slow grant's deadline %v has passed", time.Until(d))
+	}
+}

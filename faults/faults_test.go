@@ -141,6 +141,8 @@ type section struct {
 	token      uint64
 	begin, end int64
 	release    faults.Outcome // "" when the holder never unlocked (killed)
+	done       int64          // when the holder saw its lease end, if before Unlock
+	paused     bool           // the holder was frozen (SIGSTOP) in it
 }
 
 // worker is the child process: lock, read the resource, write it, unlock,
@@ -208,6 +210,11 @@ func worker(backend string) int {
 			}
 			continue
 		}
+		var doneAt atomic.Int64 // when this worker saw the lease's Done close
+		go func(lease dlock.Lease) {
+			<-lease.Done()
+			doneAt.Store(faults.Now())
+		}(lease)
 		op.Outcome, op.Token = faults.OK, lease.Token()
 		emit(line{Op: &op})
 
@@ -229,6 +236,15 @@ func worker(backend string) int {
 		emit(line{Wrote: true, Accepted: accepted, At: faults.Now()})
 
 		op = faults.Op{Client: client, Kind: faults.Release, Call: faults.Now()}
+		op.Done = doneAt.Load()
+		select {
+		case <-lease.Done():
+			if op.Done == 0 { // closed; its goroutine has not run yet
+				op.Done = op.Call
+			}
+		default:
+			op.Done = 0
+		}
 		err = lease.Unlock(bg)
 		op.Return = faults.Now()
 		switch {
@@ -350,6 +366,10 @@ func (r *run) record(e event) {
 			r.grant[e.client] = op
 		case op.Kind == faults.Release && r.open[e.client] != nil:
 			r.open[e.client].release = op.Outcome
+			r.open[e.client].done = op.Done
+			if op.Done == 0 && op.Outcome == faults.Lost {
+				r.open[e.client].done = op.Return // told by Unlock
+			}
 			delete(r.open, e.client)
 		}
 	case e.line.Begun:
@@ -412,10 +432,28 @@ func (r *run) stopInHold(p *proc) {
 		case e := <-r.events:
 			r.record(e)
 			if e.client == p.client && e.line.Stopped {
+				r.markPaused(p.client)
 				return
 			}
 		case <-deadline:
 			r.stuck(p)
+		}
+	}
+}
+
+// markPaused marks client's current grant and section as frozen: its
+// lease may be overtaken while it cannot run (see faults.Op.Paused).
+func (r *run) markPaused(client int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sec := r.open[client]; sec != nil {
+		sec.paused = true
+	}
+	g := r.grant[client]
+	for i := len(r.history) - 1; i >= 0; i-- {
+		if op := &r.history[i]; op.Kind == faults.Acquire && op.Client == client && op.Token == g.Token && op.Outcome == faults.OK {
+			op.Paused = true
+			return
 		}
 	}
 }
@@ -430,6 +468,18 @@ func (r *run) recordFor(d time.Duration) {
 		case <-end:
 			return
 		}
+	}
+}
+
+// recordUntil records events until ready reports true (checked every
+// 100ms), for at most dlocktest.Timeout.
+func (r *run) recordUntil(ready func() bool) {
+	deadline := time.Now().Add(dlocktest.Timeout)
+	for !ready() {
+		if time.Now().After(deadline) {
+			r.t.Fatal("the servers did not come back")
+		}
+		r.recordFor(100 * time.Millisecond)
 	}
 }
 
@@ -636,14 +686,7 @@ func TestDatabaseRestart(t *testing.T) {
 		{testenv.MariaDBServer, servers.MySQLEnv, []string{"tablelock/mysql", "advisory/mysql"}},
 	} {
 		server := db.server(t)
-		conn, err := sql.Open(server.Driver, server.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := migrations.Up(context.Background(), conn); err != nil {
-			t.Fatal(err)
-		}
-		conn.Close()
+		migrate(t, server)
 		for _, backend := range db.backends {
 			t.Run(backend, func(t *testing.T) {
 				r := newRun(t, backend, 3, db.env+"="+server.DSN)
@@ -659,13 +702,20 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 }
 
+// zkTTL is the workers' lease on the ensemble: within the session timeout
+// the ensemble grants.
+const zkTTL = 4 * time.Second
+
 // TestZKEnsembleRestart kills a follower and then the leader of the
-// 3-node ensemble, restarting each, while workers with sessions on the
-// ensemble contend; sessions survive, and so does mutual exclusion.
+// 3-node ensemble, restarting each and waiting until it serves again (a
+// member answers on its port before it has rejoined the quorum), then
+// kills both for longer than two TTLs, so the quorum is lost and sessions
+// expire, and restarts them without waiting. Sessions that survive keep
+// their locks; those that expire tell their holders first.
 func TestZKEnsembleRestart(t *testing.T) {
 	e := testenv.StartZKEnsemble(t)
 	defer e.Restart(t)
-	r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"=4s")
+	r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"="+zkTTL.String())
 	for range rounds() {
 		for _, who := range []string{"follower", "leader"} {
 			leader := e.Leader()
@@ -680,16 +730,104 @@ func TestZKEnsembleRestart(t *testing.T) {
 			e.Kill(t, victim)
 			r.recordFor(3 * time.Second)
 			e.Restart(t)
-			r.recordFor(2 * time.Second)
+			r.recordUntil(e.Serving)
 		}
+		// Quorum loss: two of three members gone past two TTLs.
+		leader := e.Leader()
+		if leader < 0 {
+			t.Fatal("no leader")
+		}
+		r.untilBegun(r.live[0].client)
+		e.Kill(t, leader)
+		e.Kill(t, (leader+1)%3)
+		r.recordFor(2*zkTTL + time.Second)
+		e.Restart(t)
+		r.recordFor(time.Second)
 	}
+	r.recordUntil(e.Serving)
 	r.finishRecovered()
 }
 
+// TestFrozenServer freezes the lock's server (SIGSTOP of every process,
+// every member of a ZooKeeper ensemble) for longer than the TTL while a
+// worker holds the lock, then lets it go on. Requests hang rather than
+// fail; the holder's Done must close at its own deadline all the same,
+// before the thawed server can expire the lease and grant it to another.
+func TestFrozenServer(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		server := testenv.RedisServers(t, 1)[0]
+		r := newRun(t, "redis", 3, servers.RedisEnv+"="+server.Addr)
+		for range rounds() {
+			r.untilBegun(r.live[0].client)
+			server.Freeze()
+			r.recordFor(3 * ttl)
+			server.Thaw()
+			r.recordFor(ttl)
+		}
+		r.finishRecovered()
+	})
+	for _, db := range []struct {
+		server   func(testing.TB) *testenv.SQLServer
+		env      string
+		backends []string
+	}{
+		{testenv.PostgresServer, servers.PostgresEnv, []string{"tablelock/postgres", "advisory/postgres"}},
+		{testenv.MariaDBServer, servers.MySQLEnv, []string{"tablelock/mysql", "advisory/mysql"}},
+	} {
+		server := db.server(t)
+		migrate(t, server)
+		for _, backend := range db.backends {
+			t.Run(backend, func(t *testing.T) {
+				r := newRun(t, backend, 3, db.env+"="+server.DSN)
+				r.recordFor(500 * time.Millisecond)
+				for range rounds() {
+					r.untilBegun(r.live[0].client)
+					server.Freeze()
+					r.recordFor(3 * ttl)
+					server.Thaw()
+					r.recordFor(ttl)
+				}
+				r.finishRecovered()
+			})
+		}
+	}
+	t.Run("zk-ensemble", func(t *testing.T) {
+		e := testenv.StartZKEnsemble(t)
+		defer e.Restart(t)
+		r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"="+zkTTL.String())
+		for range rounds() {
+			r.untilBegun(r.live[0].client)
+			for i := range e.Addrs {
+				e.Freeze(t, i)
+			}
+			r.recordFor(2*zkTTL + time.Second)
+			for i := range e.Addrs {
+				e.Thaw(t, i)
+			}
+			r.recordUntil(e.Serving)
+		}
+		r.finishRecovered()
+	})
+}
+
+// migrate brings a throwaway server's schema up.
+func migrate(t *testing.T, server *testenv.SQLServer) {
+	t.Helper()
+	conn, err := sql.Open(server.Driver, server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := migrations.Up(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // overlaps counts the critical sections that another began before they
-// ended, and describes the overlaps in which the older holder (the smaller token) was not
-// told that its lease ended: a paused holder may overlap its successor,
-// but only if its Unlock then reports the loss.
+// ended, and describes the overlaps that break the lease rule: the older
+// holder (the smaller token), neither frozen nor killed, had not seen its
+// lease's Done close when the newer holder's Lock returned (its Unlock
+// reporting the loss later does not count).
 func (r *run) overlaps() (n int, unreported []string) {
 	secs := slices.Clone(r.sections)
 	slices.SortFunc(secs, func(a, b *section) int { return cmp.Compare(a.begin, b.begin) })
@@ -704,9 +842,18 @@ func (r *run) overlaps() (n int, unreported []string) {
 			if b.token < a.token {
 				older = b
 			}
-			if older.release == faults.OK {
+			newer := a
+			if older == a {
+				newer = b
+			}
+			switch {
+			case older.paused || older.release == "" || older.release == faults.Unknown:
+			case older.release == faults.OK:
 				unreported = append(unreported, fmt.Sprintf("client %d (token %d) and client %d (token %d), and client %d's Unlock succeeded",
 					a.client, a.token, b.client, b.token, older.client))
+			case older.done > newer.begin:
+				unreported = append(unreported, fmt.Sprintf("client %d (token %d) was granted %v before client %d (token %d) saw its lease end",
+					newer.client, newer.token, time.Duration(older.done-newer.begin), older.client, older.token))
 			}
 		}
 		if overtaken {

@@ -58,6 +58,15 @@ type Op struct {
 	Return  int64   `json:"return"`
 	Outcome Outcome `json:"outcome"`
 	Token   uint64  `json:"token,omitempty"`
+	// Done, on a Release, is when the lease's Done channel was seen
+	// closed, if that was before Unlock was called (the lease ended on its
+	// own); 0 otherwise.
+	Done int64 `json:"done,omitempty"`
+	// Paused, on an Acquire, marks a grant whose holder was frozen
+	// (SIGSTOP) while it held: no lock can tell a frozen process anything,
+	// so its lease may be overtaken at any time (the fencing token is what
+	// protects the resource from it).
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Result is what Check found.
@@ -122,11 +131,15 @@ var leaseModel = porcupine.Model{
 // carry strictly increasing tokens, with porcupine, and checks that tokens
 // increase across holders in real time.
 //
-// Leases may end without an Unlock: a lease Unlock reported Lost, or whose
-// holder died or could not tell (Unknown), is released at some point after
-// it was granted, until Unlock returned (Lost) or at any later time. An
-// acquire with an Unknown outcome is left out: if it took the lock, the
-// lease expired unseen, and no client acted on it.
+// The lease rule is checked strictly: a lease that ended on its own (Unlock
+// reported Lost) is released when its holder saw Done close (or, when Done
+// was still open as Unlock was called, during Unlock), never earlier: a
+// successor granted while the holder's Done was still open is not
+// linearizable, even if the holder's Unlock reported the loss afterwards.
+// Only a holder that died, was frozen (Paused), or could not tell
+// (Unknown) may be overtaken at any later time. An acquire with an Unknown
+// outcome is left out: if it took the lock, the lease expired unseen, and
+// no client acted on it.
 func Check(history []Op, timeout time.Duration) Result {
 	var res Result
 	ops := make([]porcupine.Operation, 0, len(history))
@@ -141,10 +154,12 @@ func Check(history []Op, timeout time.Duration) Result {
 			Return:   math.MaxInt64,
 		}
 		switch {
-		case rel == nil || rel.Outcome == Unknown:
-		case rel.Outcome == Lost:
-			op.Return = rel.Return
-		default:
+		case rel == nil || rel.Outcome == Unknown || acq.Paused:
+		case rel.Outcome == Lost && rel.Done != 0:
+			// Held, for the holder, until it saw Done close.
+			op.Call, op.Return = rel.Done, rel.Done
+		default: // released by Unlock, or Done was still open when it was called
+
 			op.Call, op.Return = rel.Call, rel.Return
 		}
 		ops = append(ops, op)

@@ -254,3 +254,47 @@ func TestLostRenewal(t *testing.T) {
 		})
 	}
 }
+
+// Issue "waiters starve holders": with a pool of one connection, a
+// waiter's LISTEN connection would leave the holder none to renew with.
+// The holder keeps its lease (renewed several times) while a waiter waits,
+// and the waiter gets the lock after the holder lets go.
+func TestWaitersDoNotStarveHolders(t *testing.T) {
+	db := migrated(t, testenv.Postgres)
+	db.SetMaxOpenConns(1)
+	ttl := 300 * time.Millisecond
+	holder, waiter := newLocker(t, db, dlock.WithTTL(ttl)), newLocker(t, db, dlock.WithTTL(ttl))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	held, err := holder.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, name)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	// Several renewals while the waiter waits.
+	deadline := held.Deadline()
+	for range 3 {
+		for !held.Deadline().After(deadline) {
+			select {
+			case <-held.Done():
+				t.Fatalf("the holder lost its lease while a waiter waited: %v", held.Err())
+			case <-time.After(ttl / 10):
+			}
+		}
+		deadline = held.Deadline()
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+}

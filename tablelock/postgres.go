@@ -161,5 +161,10 @@ func (p *postgres) Subscribe(ctx context.Context, r dlock.Request) (<-chan struc
 	if p.listener == nil {
 		return nil, nil, fmt.Errorf("tablelock: the Locker is closed: %w", errors.ErrUnsupported)
 	}
+	if max := p.db.Stats().MaxOpenConnections; max == 1 {
+		// The listener would hold the pool's only connection, and the
+		// holder could not renew: wait by polling.
+		return nil, nil, fmt.Errorf("tablelock: no room in a pool of one connection for LISTEN: %w", errors.ErrUnsupported)
+	}
 	return p.listener.subscribe(ctx, r.Name)
 }

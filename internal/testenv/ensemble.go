@@ -106,6 +106,21 @@ func (e *ZKEnsemble) Leader() int {
 // Kill stops node i with SIGKILL.
 func (e *ZKEnsemble) Kill(t testing.TB, i int) {
 	t.Helper()
+	e.signal(t, i, syscall.SIGKILL)
+	for dial(e.Addrs[i]) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Freeze stops node i (SIGSTOP): its connections stay open, it answers
+// nothing. Thaw lets it go on.
+func (e *ZKEnsemble) Freeze(t testing.TB, i int) { e.signal(t, i, syscall.SIGSTOP) }
+
+// Thaw lets a frozen node go on.
+func (e *ZKEnsemble) Thaw(t testing.TB, i int) { e.signal(t, i, syscall.SIGCONT) }
+
+func (e *ZKEnsemble) signal(t testing.TB, i int, sig syscall.Signal) {
+	t.Helper()
 	pidFile := filepath.Join(e.dir, "zk-ens"+strconv.Itoa(i+1), "pid")
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -115,10 +130,19 @@ func (e *ZKEnsemble) Kill(t testing.TB, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, sig); err != nil {
 		t.Fatal(err)
 	}
-	for dial(e.Addrs[i]) == nil {
-		time.Sleep(20 * time.Millisecond)
+}
+
+// Serving reports whether every node answers as a member of a quorum
+// (mode leader or follower), not only that its port is open: a restarted
+// node answers ruok before it has rejoined.
+func (e *ZKEnsemble) Serving() bool {
+	for i := range e.Addrs {
+		if m := e.Mode(i); m != "leader" && m != "follower" {
+			return false
+		}
 	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,13 @@ func (s *RedisServer) waitReady(t testing.TB) {
 }
 
 // Stop kills the server (SIGKILL: no goodbye to clients).
+// Freeze stops the server (SIGSTOP): connections stay open, nothing is
+// answered.
+func (s *RedisServer) Freeze() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on.
+func (s *RedisServer) Thaw() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
 func (s *RedisServer) Stop() {
 	if s.cmd.Process != nil {
 		s.cmd.Process.Kill()

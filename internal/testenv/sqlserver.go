@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,6 +95,38 @@ func command(owner *user.User, name string, args ...string) *exec.Cmd {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	}
 	return cmd
+}
+
+// Freeze stops every process of the server (SIGSTOP), the server's own and
+// its children (PostgreSQL's backends are in sessions of their own): it
+// keeps its connections open and answers nothing, as a server that hangs
+// would.
+func (s *SQLServer) Freeze() { signalTree(s.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on.
+func (s *SQLServer) Thaw() { signalTree(s.cmd.Process.Pid, syscall.SIGCONT) }
+
+// signalTree sends sig to pid and every process descended from it, as
+// /proc shows them.
+func signalTree(pid int, sig syscall.Signal) {
+	_ = syscall.Kill(pid, sig)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			signalTree(child, sig)
+		}
+	}
 }
 
 // PostgresServer initialises and starts a throwaway PostgreSQL cluster
