@@ -80,6 +80,15 @@ type Backend interface {
 	Release(ctx context.Context, h Hold) error
 }
 
+// NameChecker is implemented by backends that refuse some names every
+// other backend accepts (a ZooKeeper name that would land in the server's
+// own tree). Client calls it, before any I/O, after ValidateName.
+type NameChecker interface {
+	// CheckName returns an error wrapping ErrInvalidName for a name the
+	// backend cannot lock.
+	CheckName(name string) error
+}
+
 // Notifier is implemented by backends whose server can push a wake-up when
 // a lock may have become free (pub/sub, LISTEN/NOTIFY, watches).
 type Notifier interface {

@@ -99,6 +99,15 @@ func newClient(b Backend, cfg Config, f *family) *Client {
 	return c
 }
 
+// Identity implements Identifier: the backend's Identity when it has one
+// (a server address, a root path), else its type.
+func (c *Client) Identity() string {
+	if id, ok := c.backend.(Identifier); ok {
+		return id.Identity()
+	}
+	return fmt.Sprintf("%T", c.backend)
+}
+
 // Owner returns this Client's owner label. Each hold is stored on the
 // server under the label and a random hold id (see Lease.Owner).
 func (c *Client) Owner() string { return c.cfg.Owner }
@@ -121,7 +130,7 @@ func (c *Client) TryLock(ctx context.Context, name string) (Lease, error) {
 // Inspect implements Inspector when the backend does; otherwise it returns
 // errors.ErrUnsupported. ctx governs the request.
 func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error) {
-	if err := ValidateName(name); err != nil {
+	if err := c.validName(name); err != nil {
 		return Holder{}, false, err
 	}
 	in, ok := c.backend.(Inspector)
@@ -138,8 +147,19 @@ func notAcquired(ctx context.Context, err error) error {
 	return errjoin.Join(ErrNotAcquired, ctx.Err(), err)
 }
 
-func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error) {
+// validName checks name for every backend, then for this one.
+func (c *Client) validName(name string) error {
 	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if nc, ok := c.backend.(NameChecker); ok {
+		return nc.CheckName(name)
+	}
+	return nil
+}
+
+func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error) {
+	if err := c.validName(name); err != nil {
 		return nil, err
 	}
 	if ctx == nil {

@@ -19,12 +19,23 @@ type Part struct {
 	Name   string
 }
 
+// Identifier is implemented by Lockers that can name the lock service they
+// talk to the same way in every process (a server address, a root path).
+// Client implements it from its backend's own Identity method, or the
+// backend's type.
+type Identifier interface {
+	Identity() string
+}
+
 // LockAll takes every part, waiting as Lock does, and returns one Lease
-// for all of them. Parts are taken in one canonical order (by name), so
-// two callers asking for the same names in different orders cannot
-// deadlock. If a part cannot be taken, the parts already taken are
-// released and the error says which part failed. ctx governs the waits
-// and the rollback's requests.
+// for all of them. Parts are taken in one canonical order, by name and
+// then by their Locker's Identity, the same in every process, so two
+// callers asking for the same parts in different orders cannot deadlock;
+// parts that share a name on Lockers this order cannot tell apart are
+// refused before any I/O (give them different names). The same part twice
+// is taken once and re-entered. If a part cannot be taken, the parts
+// already taken are released and the error says which part failed. ctx
+// governs the waits and the rollback's requests.
 func LockAll(ctx context.Context, parts ...Part) (*MultiLease, error) {
 	return lockAll(ctx, parts, Locker.Lock)
 }
@@ -48,10 +59,18 @@ func lockAll(ctx context.Context, parts []Part, lock func(Locker, context.Contex
 		}
 	}
 	ordered := slices.Clone(parts)
-	slices.SortStableFunc(ordered, func(a, b Part) int { return strings.Compare(a.Name, b.Name) })
+	key := func(p Part) string { return p.Name + "\x00" + identity(p.Locker) }
+	slices.SortStableFunc(ordered, func(a, b Part) int { return strings.Compare(key(a), key(b)) })
+	for i := 1; i < len(ordered); i++ {
+		if a, b := ordered[i-1], ordered[i]; key(a) == key(b) && a.Locker != b.Locker {
+			return nil, fmt.Errorf("dlock: MultiLock parts %q on two Lockers of identity %q: no order every process agrees on; give them different names", a.Name, identity(a.Locker))
+		}
+	}
 	m := &MultiLease{done: make(chan struct{})}
 	for _, p := range ordered {
-		lease, err := lock(p.Locker, ctx, p.Name)
+		// The parts taken so far ride in ctx, so the same part twice
+		// re-enters rather than waits for itself.
+		lease, err := lock(p.Locker, m.carry(ctx), p.Name)
 		if err != nil {
 			rollback := context.WithoutCancel(ctx)
 			return nil, errjoin.Join(fmt.Errorf("dlock: MultiLock part %q: %w", p.Name, err), m.unlockAll(rollback))
@@ -60,6 +79,22 @@ func lockAll(ctx context.Context, parts []Part, lock func(Locker, context.Contex
 	}
 	m.watch()
 	return m, nil
+}
+
+// identity is l's Identity, or its type.
+func identity(l Locker) string {
+	if id, ok := l.(Identifier); ok {
+		return id.Identity()
+	}
+	return fmt.Sprintf("%T", l)
+}
+
+// carry returns ctx with every lease taken so far.
+func (m *MultiLease) carry(ctx context.Context) context.Context {
+	for _, l := range m.leases {
+		ctx = ContextWithLease(ctx, l)
+	}
+	return ctx
 }
 
 // MultiLease holds every part of a MultiLock.

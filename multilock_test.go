@@ -3,6 +3,8 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dlockhq/dlock"
@@ -56,4 +58,48 @@ func TestMultiLockBadInput(t *testing.T) {
 	if _, err := dlock.LockAll(ctx, dlock.Part{Locker: c, Name: ""}); !errors.Is(err, dlock.ErrInvalidName) {
 		t.Errorf("empty name: %v", err)
 	}
+}
+
+// identified is a memory backend with an identity, as two servers are.
+type identified struct {
+	*memory
+	id string
+}
+
+func (b identified) Identity() string { return b.id }
+
+// One name on two servers, asked for in opposite orders by two callers:
+// both take the parts in the same order (no deadlock), whatever order the
+// caller gave; parts the order cannot tell apart are refused; the same
+// part twice is taken once.
+func TestMultiLockCanonicalOrder(t *testing.T) {
+	one := newClient(t, identified{newMemory(), "server-1"}, dlock.WithOwner("one"))
+	two := newClient(t, identified{newMemory(), "server-2"}, dlock.WithOwner("two"))
+	ctx := context.Background()
+	order := func(parts ...dlock.Part) []string {
+		all, err := dlock.LockAll(ctx, parts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer all.Unlock(ctx)
+		var ids []string
+		for _, l := range all.Leases() {
+			label, _, _ := strings.Cut(l.Owner(), "#")
+			ids = append(ids, label)
+		}
+		return ids
+	}
+	p1, p2 := dlock.Part{Locker: two, Name: "x"}, dlock.Part{Locker: one, Name: "x"}
+	if a, b := order(p1, p2), order(p2, p1); !slices.Equal(a, b) || len(a) != 2 {
+		t.Fatalf("parts taken as %v and as %v", a, b)
+	}
+	twin := newClient(t, identified{newMemory(), "server-1"})
+	if _, err := dlock.LockAll(ctx, dlock.Part{Locker: one, Name: "x"}, dlock.Part{Locker: twin, Name: "x"}); err == nil {
+		t.Fatal("parts that no order tells apart were accepted")
+	}
+	all, err := dlock.TryLockAll(ctx, dlock.Part{Locker: one, Name: "y"}, dlock.Part{Locker: one, Name: "y"})
+	if err != nil {
+		t.Fatalf("the same part twice: %v", err)
+	}
+	all.Unlock(ctx)
 }

@@ -1,8 +1,6 @@
 package dlock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,8 +36,7 @@ type Config struct {
 	// Owner labels this Locker's holds on the server (and in Inspect, the
 	// lock table, pg_stat_activity): each hold is stored as the label, '#'
 	// and a random hold id. It is a label, not an identity: Lockers with the
-	// same label are different owners. Default: host name, pid and 64 random
-	// bits.
+	// same label are different owners. Default: host name and pid.
 	Owner string
 	// TTL is the lease time. Default DefaultTTL.
 	TTL time.Duration
@@ -95,7 +92,7 @@ func NewConfig(opts ...Option) (Config, error) {
 		o(&c)
 	}
 	if c.Owner == "" {
-		c.Owner = randomOwner()
+		c.Owner = defaultOwner()
 	} else if err := ValidateName(c.Owner); err != nil {
 		return Config{}, fmt.Errorf("dlock: owner label: %w", err)
 	} else if len(c.Owner) > MaxOwnerLen {
@@ -116,11 +113,12 @@ func NewConfig(opts ...Option) (Config, error) {
 	return c, nil
 }
 
-func randomOwner() string {
+// defaultOwner is the default owner label: host name and pid, short
+// enough to show whole where a server keeps little (PostgreSQL's
+// application_name). Every hold adds its own random id to it.
+func defaultOwner() string {
 	host, _ := os.Hostname()
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
-	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	id := fmt.Sprintf("%s/%d", host, os.Getpid())
 	if len(id) > MaxOwnerLen {
 		id = id[len(id)-MaxOwnerLen:]
 	}

@@ -17,9 +17,15 @@
 // failed ping ends the lease with dlock.ErrLost at once, since the lock
 // went with the session.
 //
-// Fencing tokens come from the database in the acquiring statement: a
-// sequence on PostgreSQL (dlock_fence), a counter row per name on MySQL
-// (dlock_fences), both created by package migrations.
+// Fencing tokens come from the database in the acquiring statement. On
+// PostgreSQL a token is the server's clock in microseconds when the lock
+// was granted: no write, nothing that a crash or a promoted standby can
+// lose, and strictly increasing across the holders of a name as long as
+// the clock does not step back (a hold is granted only after the last one
+// ended). On MySQL it is a hybrid clock, max(last + 1, the server's clock
+// in µs), kept in a row per name (dlock_fences, created by package
+// migrations; the dlock_fence sequence of older versions is no longer
+// used).
 //
 // Names: PostgreSQL keys are PostgresKey(name), a 64-bit FNV-1a hash.
 // Two names with the same key share one lock: exclusion still holds, one

@@ -98,8 +98,8 @@ func TestKillHolderSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kill := "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1"
-			arg := any(fmt.Sprintf("dlock %d %s", lease.Token(), lease.Owner()))
+			kill := "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1"
+			arg := any(fmt.Sprintf("dlock %d %%", lease.Token()))
 			if d.Name == "mysql" {
 				var id int64
 				if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", advisory.MySQLName(name)).Scan(&id); err != nil {

@@ -25,17 +25,21 @@ const pgHolderExpr = `left('dlock ' || token || ' ' || $3::text, 63)`
 const pgTry = `
 WITH c AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS idle, current_setting('application_name') AS app),
 l AS MATERIALIZED (SELECT pg_try_advisory_lock($1) AS ok, idle, app FROM c),
-t AS MATERIALIZED (SELECT CASE WHEN ok THEN nextval('dlock_fence') END AS token, idle, app FROM l)
+t AS MATERIALIZED (SELECT CASE WHEN ok THEN ` + pgClock + ` END AS token, idle, app FROM l)
 SELECT token, idle, app,
 	CASE WHEN token IS NOT NULL THEN set_config('idle_session_timeout', $2, false) END,
 	CASE WHEN token IS NOT NULL THEN set_config('application_name', ` + pgHolderExpr + `, false) END
 FROM t`
 
+// pgClock is the token of a grant: the server's clock in microseconds
+// (see the package doc).
+const pgClock = `(extract(epoch FROM clock_timestamp()) * 1e6)::bigint`
+
 // pgWait is pgTry waiting in the server's lock queue.
 const pgWait = `
 WITH c AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS idle, current_setting('application_name') AS app),
 l AS MATERIALIZED (SELECT pg_advisory_lock($1), idle, app FROM c),
-t AS MATERIALIZED (SELECT nextval('dlock_fence') AS token, idle, app FROM l)
+t AS MATERIALIZED (SELECT ` + pgClock + ` AS token, idle, app FROM l)
 SELECT token, idle, app,
 	set_config('idle_session_timeout', $2, false),
 	set_config('application_name', ` + pgHolderExpr + `, false)
@@ -61,7 +65,7 @@ type postgres struct{}
 func (postgres) try(ctx context.Context, s *session, r dlock.Request) (uint64, bool, error) {
 	var token sql.NullInt64
 	var set1, set2 sql.NullString
-	err := s.conn.QueryRowContext(ctx, pgTry, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), r.Owner).
+	err := s.conn.QueryRowContext(ctx, pgTry, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
 		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
 	if err != nil {
 		return 0, false, err
@@ -72,7 +76,7 @@ func (postgres) try(ctx context.Context, s *session, r dlock.Request) (uint64, b
 func (postgres) wait(ctx context.Context, s *session, r dlock.Request) (uint64, error) {
 	var token int64
 	var set1, set2 string
-	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), r.Owner).
+	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
 		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
 	return uint64(token), err
 }
@@ -121,15 +125,30 @@ func (postgres) holder(ctx context.Context, db *sql.DB, name string) (dlock.Hold
 	return parseHolder(app), true, nil
 }
 
-// parseHolder reads "dlock TOKEN OWNER" from an application_name; a
-// session that holds the key without it (the application's own lock, or
-// LockTx) has an unknown owner and token 0.
+// holderTag is what application_name carries of an owner id "LABEL#HOLD":
+// "HOLD LABEL", the hold id first, so the 63 bytes PostgreSQL keeps cut
+// the label, not the hold id.
+func holderTag(owner string) string {
+	i := strings.LastIndexByte(owner, '#')
+	if i < 0 {
+		return owner
+	}
+	return owner[i+1:] + " " + owner[:i]
+}
+
+// parseHolder reads "dlock TOKEN HOLD LABEL" from an application_name (the
+// label possibly cut short); a session that holds the key without it (the
+// application's own lock, or LockTx) has an unknown owner and token 0.
 func parseHolder(app string) dlock.Holder {
 	rest, ok := strings.CutPrefix(app, "dlock ")
 	if !ok {
 		return dlock.Holder{}
 	}
-	tok, own, _ := strings.Cut(rest, " ")
+	tok, tag, _ := strings.Cut(rest, " ")
 	token, _ := strconv.ParseUint(tok, 10, 64)
-	return dlock.Holder{Owner: own, Token: token}
+	owner := tag
+	if hold, label, ok := strings.Cut(tag, " "); ok {
+		owner = label + "#" + hold
+	}
+	return dlock.Holder{Owner: owner, Token: token}
 }

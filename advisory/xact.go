@@ -14,13 +14,13 @@ import (
 const (
 	pgTryTx = `
 WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1) AS ok),
-t AS MATERIALIZED (SELECT CASE WHEN ok THEN nextval('dlock_fence') END AS token FROM l)
+t AS MATERIALIZED (SELECT CASE WHEN ok THEN ` + pgClock + ` END AS token FROM l)
 SELECT token,
 	CASE WHEN token IS NOT NULL THEN set_config('application_name', left('dlock ' || token || ' tx', 63), true) END
 FROM t`
 	pgLockTx = `
 WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock($1)),
-t AS MATERIALIZED (SELECT nextval('dlock_fence') AS token FROM l)
+t AS MATERIALIZED (SELECT ` + pgClock + ` AS token FROM l)
 SELECT token, set_config('application_name', left('dlock ' || token || ' tx', 63), true) FROM t`
 )
 

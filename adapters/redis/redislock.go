@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,22 @@ func releaseOn(ctx context.Context, c redis.Scripter, h dlock.Hold, publish stri
 
 func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
 	return releaseOn(ctx, b.client, h, b.notifier.publishCommand())
+}
+
+// Identity implements dlock.Identifier: the server's address, the same in
+// every process, so MultiLock orders parts on several deployments alike.
+func (b *backend) Identity() string { return "redis:" + addressOf(b.client) }
+
+func addressOf(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		addrs := slices.Clone(c.Options().Addrs)
+		slices.Sort(addrs)
+		return strings.Join(addrs, ",")
+	}
+	return fmt.Sprintf("%T", c)
 }
 
 func (b *backend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {

@@ -159,3 +159,30 @@ func TestLockKeyOverwritten(t *testing.T) {
 	}
 	again.Unlock(ctx)
 }
+
+// Sentinel failover to a replica that lagged: its fencing counter is
+// older than the last token granted. The next token must still be larger
+// (a hybrid clock), never continue from the old counter.
+func TestTokensSurviveAnOlderCounter(t *testing.T) {
+	c := client(t, testenv.RedisAddr(t))
+	ctx := context.Background()
+	l := newLocker(t, c)
+	name := dlocktest.Name(t)
+	first, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Unlock(ctx)
+	fence := redislock.Prefix + "{" + name + "}:fence"
+	if err := c.Set(ctx, fence, first.Token()-1000, 0).Err(); err != nil { // as on a lagging replica
+		t.Fatal(err)
+	}
+	second, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Unlock(ctx)
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: it went back with the counter", second.Token(), first.Token())
+	}
+}

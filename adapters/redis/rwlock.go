@@ -108,6 +108,9 @@ func (b *rwBackend) Release(ctx context.Context, h dlock.Hold) error {
 	return nil
 }
 
+// Identity implements dlock.Identifier.
+func (b *rwBackend) Identity() string { return "redis-rw-" + b.mode + ":" + addressOf(b.client) }
+
 func (b *rwBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).lock+":rw-released")
 }

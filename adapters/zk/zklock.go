@@ -103,10 +103,28 @@ func (l *Locker) Close(ctx context.Context) error {
 	return err
 }
 
+// systemTree is ZooKeeper's own tree (quotas, configuration).
+const systemTree = "/zookeeper"
+
 func validRoot(root string) error {
 	if !strings.HasPrefix(root, "/") || (len(root) > 1 && strings.HasSuffix(root, "/")) || path.Clean(root) != root ||
 		strings.ContainsRune(root, 0) {
 		return fmt.Errorf("zklock: invalid root path %q: want an absolute, clean path such as /dlock", root)
+	}
+	if root == systemTree || strings.HasPrefix(root, systemTree+"/") {
+		return fmt.Errorf("zklock: invalid root path %q: %s is ZooKeeper's own tree", root, systemTree)
+	}
+	return nil
+}
+
+// Identity implements dlock.Identifier: the kind of lock and its root.
+func (b *backend) Identity() string { return "zk-" + b.kind + ":" + b.root + b.suffix }
+
+// CheckName implements dlock.NameChecker: under root "/", a name whose
+// node would be ZooKeeper's own /zookeeper is refused.
+func (b *backend) CheckName(name string) error {
+	if b.dir(name) == systemTree {
+		return fmt.Errorf("%w: %q under root / is ZooKeeper's own %s; use another root, such as /dlock", dlock.ErrInvalidName, name, systemTree)
 	}
 	return nil
 }

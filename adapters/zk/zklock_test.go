@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +103,33 @@ func TestWaiterRequeuesWhenItsNodeGoes(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter whose node was deleted: %v", err)
+	}
+}
+
+// ZooKeeper's own tree is never written: roots inside /zookeeper are
+// refused by New, and under root "/" the name that maps onto /zookeeper
+// by every call, before any I/O (the closed connection would fail any).
+func TestSystemTreeRefused(t *testing.T) {
+	conn := testenv.ZK(t, testenv.ZKAddrs(t), 4*time.Second)
+	for _, root := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/x/y"} {
+		if _, err := zklock.New(conn, root); err == nil || !strings.Contains(err.Error(), "ZooKeeper's own tree") {
+			t.Errorf("New with root %s: %v", root, err)
+		}
+	}
+	top, err := zklock.New(conn, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Closing(t, top)
+	conn.Close()
+	ctx := context.Background()
+	if _, err := top.TryLock(ctx, "zookeeper"); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Errorf("TryLock(zookeeper) under /: %v, want ErrInvalidName", err)
+	}
+	if _, err := top.Lock(ctx, "zookeeper"); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Errorf("Lock(zookeeper) under /: %v, want ErrInvalidName", err)
+	}
+	if _, _, err := top.Inspect(ctx, "zookeeper"); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Errorf("Inspect(zookeeper) under /: %v, want ErrInvalidName", err)
 	}
 }
