@@ -2,21 +2,29 @@
 // already run on PostgreSQL or MySQL/MariaDB, with ZooKeeper and Redis
 // backends behind the same interface.
 //
-// Every backend implements [Locker]. A Locker is one owner: locking a name
-// it already holds re-enters at once and returns a [Lease] with the same
-// fencing token; the name is free again when every Lease has been unlocked.
-// Goroutines that must exclude each other use separate Lockers.
+// Every backend implements [Locker]. Build one Locker at start-up and
+// share it: the goroutines that use it exclude each other. Each Lock is a
+// hold of its own, stored on the server under the Locker's owner label and
+// a random hold id, so neither another Locker with the same label nor
+// anyone who read the holder's id can enter it. Re-entry is bound to the
+// call chain: a Lock whose ctx carries a lease of the same name from the
+// same Locker ([ContextWithLease]; [Do] hands fn such a ctx) re-enters at
+// once with the same fencing token; the name is free again when every
+// Lease has been unlocked.
 //
-// Policy lives here, once: waiting (push wake-ups where the server offers
-// them, otherwise capped, jittered exponential backoff, and a wake-up at the
-// holder's expiry), the renewal watchdog (every TTL/3), and the client-side
-// monotonic deadline that ends a lease whose renewal could not be confirmed
-// in time. A backend supplies single attempts through [Backend]; [Client]
-// turns them into a Locker.
+// Policy lives here, once: waiting (in the process first, then push
+// wake-ups where the server offers them, otherwise capped, jittered
+// exponential backoff, and a wake-up at the holder's expiry), the renewal
+// watchdog (every TTL/3), the client-side monotonic deadline that ends a
+// lease whose renewal could not be confirmed in time, whatever the
+// backend call is doing, and the clean-up of attempts the caller gave up
+// on. A backend supplies single attempts through [Backend]; [Client] turns
+// them into a Locker.
 //
 // Leases are not forever. A lease can end without Unlock (the server expired
 // it, the session died, the network failed for longer than the TTL); its
-// Done channel is closed and Err says why. A protected resource that must
-// never accept a write from a holder that has lost its lease checks the
-// lease's fencing [Lease.Token]: tokens strictly increase across holders.
+// Done channel is closed, before anyone else can be granted the lock, and
+// Err says why. A protected resource that must never accept a write from a
+// holder that has lost its lease checks the lease's fencing [Lease.Token]:
+// tokens strictly increase across holders.
 package dlock

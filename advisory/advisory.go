@@ -22,8 +22,8 @@ var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
 // cancelTimeout bounds the request that cancels a waiting statement.
 const cancelTimeout = 5 * time.Second
 
-// Locker is an advisory lock client for one owner. Each Locker is its own
-// owner: advisory locks belong to sessions, not to owner ids.
+// Locker is an advisory lock client, safe for concurrent use by every
+// goroutine of a process: each hold pins a session of its own.
 type Locker struct {
 	*dlock.Client
 	b *backend

@@ -677,6 +677,15 @@ func TestRedisRestart(t *testing.T) {
 // holds a lock on it, and starts it again: advisory locks go with their
 // sessions, lock table rows and fencing counters survive crash recovery.
 func TestDatabaseRestart(t *testing.T) {
+	onThrowawaySQL(t, func(r *run, server *testenv.SQLServer) {
+		server.Restart(r.t)
+		r.recordFor(3 * ttl)
+	})
+}
+
+// onThrowawaySQL runs each SQL backend against a throwaway server of its
+// database, with fault done once a round while a worker holds the lock.
+func onThrowawaySQL(t *testing.T, fault func(r *run, server *testenv.SQLServer)) {
 	for _, db := range []struct {
 		server   func(testing.TB) *testenv.SQLServer
 		env      string
@@ -693,8 +702,7 @@ func TestDatabaseRestart(t *testing.T) {
 				r.recordFor(500 * time.Millisecond)
 				for range rounds() {
 					r.untilBegun(r.live[0].client)
-					server.Restart(t)
-					r.recordFor(3 * ttl)
+					fault(r, server)
 				}
 				r.finishRecovered()
 			})
@@ -766,31 +774,12 @@ func TestFrozenServer(t *testing.T) {
 		}
 		r.finishRecovered()
 	})
-	for _, db := range []struct {
-		server   func(testing.TB) *testenv.SQLServer
-		env      string
-		backends []string
-	}{
-		{testenv.PostgresServer, servers.PostgresEnv, []string{"tablelock/postgres", "advisory/postgres"}},
-		{testenv.MariaDBServer, servers.MySQLEnv, []string{"tablelock/mysql", "advisory/mysql"}},
-	} {
-		server := db.server(t)
-		migrate(t, server)
-		for _, backend := range db.backends {
-			t.Run(backend, func(t *testing.T) {
-				r := newRun(t, backend, 3, db.env+"="+server.DSN)
-				r.recordFor(500 * time.Millisecond)
-				for range rounds() {
-					r.untilBegun(r.live[0].client)
-					server.Freeze()
-					r.recordFor(3 * ttl)
-					server.Thaw()
-					r.recordFor(ttl)
-				}
-				r.finishRecovered()
-			})
-		}
-	}
+	onThrowawaySQL(t, func(r *run, server *testenv.SQLServer) {
+		server.Freeze()
+		r.recordFor(3 * ttl)
+		server.Thaw()
+		r.recordFor(ttl)
+	})
 	t.Run("zk-ensemble", func(t *testing.T) {
 		e := testenv.StartZKEnsemble(t)
 		defer e.Restart(t)

@@ -15,7 +15,8 @@ import (
 	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
-// Locker is a Redis lock client for one owner.
+// Locker is a Redis lock client, safe for concurrent use by every
+// goroutine of a process.
 type Locker struct {
 	*dlock.Client
 	notifier *notifier

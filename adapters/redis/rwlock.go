@@ -27,7 +27,8 @@ type ReadWrite struct {
 	Read, Write *Locker
 }
 
-// NewReadWrite returns a read-write lock client for one owner. It does no
+// NewReadWrite returns a read-write lock client, shared by every goroutine
+// of a process. It does no
 // I/O; client stays the caller's. Close both Lockers when done.
 func NewReadWrite(client redis.UniversalClient, opts ...dlock.Option) (*ReadWrite, error) {
 	if client == nil {

@@ -49,8 +49,8 @@ import (
 // that held it expired (its ephemeral node, and the lock, are gone).
 var ErrSessionExpired = errors.New("zklock: session expired")
 
-// Locker is a ZooKeeper lock client for one owner. Lockers may share one
-// *zk.Conn; each is its own owner.
+// Locker is a ZooKeeper lock client, safe for concurrent use by every
+// goroutine of a process. Lockers may share one *zk.Conn.
 type Locker struct {
 	*dlock.Client
 	b *backend
@@ -419,6 +419,27 @@ func (b *backend) retry(ctx context.Context, session int64, f func() error) erro
 	}
 }
 
+// lostWhenGone turns the watch on a held node into dlock.Grant.Lost: the
+// lease ends as soon as the node is deleted (from outside, or by Unlock,
+// when the lease has already ended) or its session expires, not at the
+// next renewal. A watch that fires for a disconnection alone is no loss
+// (the session, and the node, may live on; renewal will tell); the
+// watchdog then checks as usual.
+func lostWhenGone(own <-chan zk.Event, node string) <-chan error {
+	lost := make(chan error, 1)
+	go func() {
+		ev, ok := <-own
+		switch {
+		case !ok:
+		case ev.Type == zk.EventNodeDeleted:
+			lost <- fmt.Errorf("%w: node %s was deleted", dlock.ErrNotHeld, node)
+		case ev.State == zk.StateExpired || errors.Is(ev.Err, zk.ErrSessionExpired):
+			lost <- fmt.Errorf("%w: %w: node %s went with it", dlock.ErrNotHeld, ErrSessionExpired, node)
+		}
+	}()
+	return lost
+}
+
 // ErrConnClosed is returned by every call of a Locker whose *zk.Conn its
 // owner has closed.
 var ErrConnClosed = errors.New("zklock: the *zk.Conn is closed")
@@ -524,12 +545,12 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 		return dlock.Grant{}, err
 	}
 	q, err = b.queue(dir)
-	token, _, terr := tokenOf()
+	token, own, terr := tokenOf()
 	if err == nil {
 		err = terr
 	}
 	if i := slices.Index(q, path.Base(node)); err == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
-		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}}, nil
+		return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}, Lost: lostWhenGone(own, node)}, nil
 	}
 	b.remove(dir, node, b.conn.SessionID())
 	return dlock.Grant{}, err
@@ -633,7 +654,7 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 					continue
 				}
 			}
-			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}}, nil
+			return dlock.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: lostWhenGone(own, node)}, nil
 		}
 		var exists bool
 		var watch <-chan zk.Event

@@ -133,3 +133,33 @@ func TestSystemTreeRefused(t *testing.T) {
 		t.Errorf("Inspect(zookeeper) under /: %v, want ErrInvalidName", err)
 	}
 }
+
+// A held node deleted from outside ends the lease at once (the watch on
+// the node), not at the next renewal a TTL/3 later.
+func TestHeldNodeDeletedEndsLease(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	l := newLocker(t, testenv.ZK(t, addrs, 4*time.Second), dlock.WithTTL(time.Hour)) // renewal far off
+	name := dlocktest.Name(t)
+	ctx := context.Background()
+	lease, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := testenv.ZK(t, addrs, 4*time.Second)
+	dir := root + "/" + escapeName(name)
+	nodes, _, err := admin.Children(dir)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("nodes %v, %v", nodes, err)
+	}
+	if err := admin.Delete(dir+"/"+nodes[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(dlocktest.Timeout):
+		t.Fatal("Done stayed open after the held node was deleted")
+	}
+	if !errors.Is(lease.Err(), dlock.ErrLost) {
+		t.Fatalf("Err() = %v, want ErrLost", lease.Err())
+	}
+}
