@@ -421,3 +421,35 @@ func TestSlowGrantIsConfirmed(t *testing.T) {
 		t.Fatalf("the slow grant's deadline %v has passed", time.Until(d))
 	}
 }
+
+// A session-bound hold (a ZooKeeper node) whose release cannot reach the
+// server for longer than its deadline plus a TTL is still released once
+// the server is back: it does not expire, so giving up would block the
+// name until the session ends.
+func TestSessionBoundReleaseIsNeverAbandoned(t *testing.T) {
+	m := newMemory()
+	m.sessions = true
+	ttl := 200 * time.Millisecond
+	c := newClient(t, sessionMemory{m}, dlock.WithTTL(ttl))
+	ctx := context.Background()
+	lease, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fail(errUnreachable)
+	if err := lease.Unlock(ctx); err == nil || errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock with the server unreachable: %v", err)
+	}
+	time.Sleep(3 * ttl) // past the lease's deadline plus a TTL
+	m.fail(nil)
+	deadline := time.Now().Add(dlocktest.Timeout)
+	for {
+		if _, held, _ := m.Inspect(ctx, "x"); !held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session-bound hold was given up and never released")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

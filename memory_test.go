@@ -22,6 +22,9 @@ type memory struct {
 	// the call's ctx says: a driver that ignores ctx on a frozen server.
 	hang     chan struct{}
 	refreshN int
+	// sessions makes holds end only by release, as a ZooKeeper node or
+	// an advisory lock of a live session (see dlock.SessionBound).
+	sessions bool
 }
 
 type memLock struct {
@@ -97,7 +100,7 @@ func (m *memory) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error
 	now := time.Now()
 	l := m.locks[r.Name]
 	switch {
-	case l == nil || !now.Before(l.expires):
+	case l == nil || !now.Before(l.expires) && !m.sessions:
 		m.tokens[r.Name]++
 		m.locks[r.Name] = &memLock{owner: r.Owner, token: m.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL)}
 		return dlock.Grant{Acquired: true, Token: m.tokens[r.Name]}, nil
@@ -114,7 +117,7 @@ func (m *memory) held(h dlock.Hold) (*memLock, error) {
 		return nil, m.failNext
 	}
 	l := m.locks[h.Name]
-	if l == nil || l.owner != h.Owner || (h.Token != 0 && l.token != h.Token) || !time.Now().Before(l.expires) {
+	if l == nil || l.owner != h.Owner || (h.Token != 0 && l.token != h.Token) || !time.Now().Before(l.expires) && !m.sessions {
 		return nil, dlock.ErrNotHeld
 	}
 	return l, nil
@@ -151,11 +154,16 @@ func (m *memory) Inspect(_ context.Context, name string) (dlock.Holder, bool, er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.locks[name]
-	if l == nil || !time.Now().Before(l.expires) {
+	if l == nil || !time.Now().Before(l.expires) && !m.sessions {
 		return dlock.Holder{}, false, nil
 	}
 	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: time.Until(l.expires)}, true, nil
 }
+
+// sessionMemory is memory whose holds end with their session.
+type sessionMemory struct{ *memory }
+
+func (sessionMemory) HoldsEndWithSession() bool { return true }
 
 // stolen makes name look taken over by another owner on the server.
 func (m *memory) stolen(name string) {

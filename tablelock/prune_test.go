@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock"
@@ -104,5 +105,39 @@ func TestTokenLimit(t *testing.T) {
 	var owner sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT owner FROM dlock_locks WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)", name).Scan(&owner); !errors.Is(err, sql.ErrNoRows) {
 		t.Fatalf("the failed TryLock left the row held by %v (%v)", owner, err)
+	}
+}
+
+// Without dlock's tables, the error says which migrations to apply, and
+// the driver's error stays reachable.
+func TestMissingSchemaSaysWhatToDo(t *testing.T) {
+	testenv.Postgres(t) // skips or fails uniformly when the server is missing
+	if _, err := testenv.MySQL(t).ExecContext(context.Background(), "CREATE DATABASE IF NOT EXISTS dlock_empty"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(testenv.DSN("mysql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = "dlock_empty"
+	for driver, dsn := range map[string]string{
+		"pgx":   testenv.DSN("pgx") + "&search_path=dlock_nowhere",
+		"mysql": cfg.FormatDSN(),
+	} {
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		l := newLocker(t, db)
+		_, err = l.TryLock(context.Background(), dlocktest.Name(t))
+		if err == nil || !strings.Contains(err.Error(), "migrations") {
+			t.Errorf("%s: TryLock without the schema: %v", driver, err)
+		}
+		var withState interface{ SQLState() string }
+		var my *mysql.MySQLError
+		if !errors.As(err, &withState) && !errors.As(err, &my) {
+			t.Errorf("%s: the driver's error is not reachable in %v", driver, err)
+		}
 	}
 }
