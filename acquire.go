@@ -153,12 +153,7 @@ func (c *Client) cleanupWithin(ctx context.Context, r Request, g Grant, err erro
 		bound = min(bound, time.Until(d)+CancelMargin)
 	}
 	if ctx.Err() == nil && bound > 0 {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-		_, _, rerr := withinCtx(rctx, func(ctx context.Context) (struct{}, struct{}, error) {
-			return struct{}{}, struct{}{}, c.backend.Release(ctx, h.Hold)
-		})
-		cancel()
-		if rerr == nil || errors.Is(rerr, ErrNotHeld) {
+		if rerr := c.releaseWithin(h, bound); rerr == nil || errors.Is(rerr, ErrNotHeld) {
 			return
 		}
 	}

@@ -22,8 +22,11 @@ type SessionBound interface {
 // caller's cancellation (a release cancelled midway leaves its outcome
 // unknown) and bounded by DefaultReleaseTimeout, whatever the backend call
 // does.
-func (c *Client) releaseOnce(h *hold) error {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+func (c *Client) releaseOnce(h *hold) error { return c.releaseWithin(h, DefaultReleaseTimeout) }
+
+// releaseWithin is releaseOnce bounded by bound.
+func (c *Client) releaseWithin(h *hold, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
 		return struct{}{}, struct{}{}, c.backend.Release(ctx, h.Hold)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
 // myTry takes the lock without waiting and, in the same statement, draws
@@ -21,9 +22,8 @@ INSERT INTO dlock_fences (name, owner, session, token)
 SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `) FROM DUAL WHERE GET_LOCK(?, 0) = 1
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
 
-// myClock is the server's clock in microseconds since the epoch (see
-// tablelock's).
-const myClock = `CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)`
+// myClock is the server's clock in microseconds since the epoch.
+const myClock = sqldialect.MySQLClockMicros
 
 // myWait waits in the server's queue. MariaDB takes no negative
 // (infinite) timeout; a year is as good.

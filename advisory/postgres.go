@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
 // The holder's token and owner ride in the session's application_name, so
@@ -33,7 +34,7 @@ FROM t`
 
 // pgClock is the token of a grant: the server's clock in microseconds
 // (see the package doc).
-const pgClock = `(extract(epoch FROM clock_timestamp()) * 1e6)::bigint`
+const pgClock = sqldialect.PostgresClockMicros
 
 // pgWait is pgTry waiting in the server's lock queue.
 const pgWait = `

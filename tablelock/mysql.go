@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
 // myAcquire inserts the row, takes over an expired one, or re-enters one
@@ -32,11 +33,9 @@ ON DUPLICATE KEY UPDATE
 	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
 	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
 
-// myClock is the server's clock in microseconds since the epoch: a new
-// hold's token is the larger of the last token + 1 and this clock (see
-// pgClock). UNIX_TIMESTAMP(NOW(6)) converts from the session's time zone,
-// so the value is the same in every session.
-const myClock = `CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)`
+// myClock is the server's clock in µs: a new hold's token is the larger
+// of the last token + 1 and it (see pgClock).
+const myClock = sqldialect.MySQLClockMicros
 
 // myRefresh extends a hold; the token pins it to one hold of the owner.
 const myRefresh = `

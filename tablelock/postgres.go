@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel of releases; the payload is
@@ -51,12 +52,11 @@ UNION ALL
 SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint
 FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
 
-// pgClock is the server's clock in microseconds since the epoch. A new
-// hold's token is the larger of the last token + 1 and this clock (a hybrid
-// clock), so tokens keep increasing when the row is gone: pruned, or lost
-// with a standby that lagged behind a failed primary, as long as the
-// server's clock does not step back.
-const pgClock = `(extract(epoch FROM clock_timestamp()) * 1e6)::bigint`
+// pgClock is the server's clock in µs. A new hold's token is the larger
+// of the last token + 1 and it (a hybrid clock), so tokens keep increasing
+// when the row is gone: pruned, or lost with a standby that lagged behind
+// a failed primary, as long as the server's clock does not step back.
+const pgClock = sqldialect.PostgresClockMicros
 
 // pgRefresh extends a hold; the token pins it to one hold of the owner.
 const pgRefresh = `
@@ -161,7 +161,7 @@ func (p *postgres) Subscribe(ctx context.Context, r dlock.Request) (<-chan struc
 	if p.listener == nil {
 		return nil, nil, fmt.Errorf("tablelock: the Locker is closed: %w", errors.ErrUnsupported)
 	}
-	if max := p.db.Stats().MaxOpenConnections; max == 1 {
+	if p.db.Stats().MaxOpenConnections == 1 {
 		// The listener would hold the pool's only connection, and the
 		// holder could not renew: wait by polling.
 		return nil, nil, fmt.Errorf("tablelock: no room in a pool of one connection for LISTEN: %w", errors.ErrUnsupported)

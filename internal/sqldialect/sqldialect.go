@@ -88,6 +88,15 @@ func parseVersion(v string) (Dialect, error) {
 	return 0, fmt.Errorf("unsupported database %q: dlock speaks PostgreSQL and MySQL/MariaDB", v)
 }
 
+// The server's clock in microseconds since the epoch, as SQL, for tokens
+// that are hybrid clocks (max(last + 1, clock)) or the clock alone. MySQL's
+// UNIX_TIMESTAMP(NOW(6)) converts from the session's time zone, so the
+// value is the same in every session.
+const (
+	PostgresClockMicros = `(extract(epoch FROM clock_timestamp()) * 1e6)::bigint`
+	MySQLClockMicros    = `CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)`
+)
+
 // MissingSchema reports whether err says a table or sequence does not
 // exist: PostgreSQL SQLSTATE 42P01, MySQL/MariaDB error 1146.
 func MissingSchema(err error) bool {
