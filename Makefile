@@ -1,6 +1,6 @@
 # dlock: make test runs what CI runs; make demo shows the locks at work.
 GO          ?= go
-STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BENCH_COUNT ?= 5
 BENCH_TIME  ?= 1000x
 BENCH_OUT   ?= bench/raw.txt
@@ -26,12 +26,15 @@ services:
 # The whole suite against real servers, race detector on; a missing server
 # fails instead of skipping.
 test: services
-	DLOCK_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 25m ./...
 
+# gofmt, go.mod tidy, vet, and the linters of .golangci.yml (errcheck,
+# staticcheck, …).
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(GOLANGCI_LINT) run ./...
 
 # Benchmarks W1 (uncontended), W2 (contended) and the herd (64 waiters)
 # for every backend, one package at a time (-p 1: two packages measured at

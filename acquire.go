@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
 // acquire takes h on the server. h is in the acquiring state, so no other
@@ -14,7 +17,7 @@ import (
 func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error) {
 	ctx, stop := c.closable(ctx)
 	defer stop()
-	w := waiter{c: c, h: h, req: Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
+	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
 	defer w.unsubscribe()
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
@@ -76,19 +79,17 @@ func (c *Client) failed(ctx context.Context, h *hold, err error) error {
 type waiter struct {
 	c        *Client
 	h        *hold
-	req      Request
-	blocking bool // the backend queues waiters on the server
-	wake     <-chan struct{}
-	cancel   func()
-	noPush   bool
+	req      driver.Request
+	blocking bool           // the backend queues waiters on the server
+	pause    *wakeup.Waiter // the pauses between attempts, once there was a miss
 }
 
 // attempt makes one attempt, a blocking one when the backend queues
 // waiters. It returns by ctx's deadline whatever the backend call does; a
 // call still running then is cleaned up when it returns (see cleanup).
-func (w *waiter) attempt(ctx context.Context) (Grant, error) {
+func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 	call := w.c.backend.Acquire
-	if b, ok := w.c.backend.(Blocker); ok && w.req.Wait {
+	if b, ok := w.c.backend.(driver.Blocker); ok && w.req.Wait {
 		w.blocking, call = true, b.AcquireWait
 	}
 	const (
@@ -99,7 +100,7 @@ func (w *waiter) attempt(ctx context.Context) (Grant, error) {
 	var (
 		state atomic.Int32
 		done  = make(chan struct{})
-		g     Grant
+		g     driver.Grant
 		err   error
 	)
 	// The call runs on a goroutine that Close waits for, so a closed
@@ -127,13 +128,13 @@ func (w *waiter) attempt(ctx context.Context) (Grant, error) {
 		case <-done:
 		case <-margin.C:
 			if state.CompareAndSwap(pending, gaveUp) {
-				return Grant{}, ctx.Err()
+				return driver.Grant{}, ctx.Err()
 			}
 			<-done
 		}
 		if g.Acquired {
 			w.c.cleanup(w.req, g, err, true)
-			return Grant{}, ctx.Err()
+			return driver.Grant{}, ctx.Err()
 		}
 	}
 	if err != nil {
@@ -146,8 +147,8 @@ func (w *waiter) attempt(ctx context.Context) (Grant, error) {
 // still waits: one release is tried at once, within the caller's ctx (so
 // a failed Lock returns with nothing held), and the rest is left to the
 // background.
-func (c *Client) cleanupWithin(ctx context.Context, r Request, g Grant, err error) {
-	h := &hold{Hold: Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL}, gone: make(chan struct{})}
+func (c *Client) cleanupWithin(ctx context.Context, r driver.Request, g driver.Grant, err error) {
+	h := &hold{Hold: driver.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL}, gone: make(chan struct{})}
 	bound := DefaultReleaseTimeout
 	if d, ok := ctx.Deadline(); ok {
 		bound = min(bound, time.Until(d)+CancelMargin)
@@ -165,11 +166,11 @@ func (c *Client) cleanupWithin(ctx context.Context, r Request, g Grant, err erro
 // outcome is unknown (err), any hold of the request's owner id, which is
 // unique to this hold, so nothing else can be touched. now makes the first
 // tries here, for a goroutine that Close waits for.
-func (c *Client) cleanup(r Request, g Grant, err error, now bool) {
+func (c *Client) cleanup(r driver.Request, g driver.Grant, err error, now bool) {
 	if !g.Acquired && err == nil {
 		return
 	}
-	h := &hold{Hold: Hold{Name: r.Name, Owner: r.Owner, Token: g.Token, TTL: r.TTL, Handle: g.Handle}, gone: make(chan struct{})}
+	h := &hold{Hold: driver.Hold{Name: r.Name, Owner: r.Owner, Token: g.Token, TTL: r.TTL, Handle: g.Handle}, gone: make(chan struct{})}
 	if !g.Acquired {
 		h.Token, h.Handle = 0, nil
 	}
@@ -184,54 +185,32 @@ func (c *Client) cleanup(r Request, g Grant, err error, now bool) {
 // the first failed attempt, so an uncontended Lock pays no subscription),
 // the backoff, or the holder's expiry, whichever is first.
 func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duration) error {
-	if n, ok := w.c.backend.(Notifier); ok && w.wake == nil && !w.noPush {
-		wake, cancel, err := n.Subscribe(ctx, w.req)
-		switch {
-		case err == nil:
-			// Try again at once: a release between the attempt and the
-			// subscription would otherwise be missed.
-			w.wake, w.cancel = wake, cancel
-			return nil
-		case ctx.Err() != nil:
-			return err
-		case errors.Is(err, errors.ErrUnsupported):
-			w.noPush = true // this server or driver cannot push: poll
-		default:
-			w.noPush = true
-			w.c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", w.req.Name, "err", err)
+	if w.pause == nil {
+		w.pause = &wakeup.Waiter{Poll: w.c.cfg.Backoff, Fallback: w.c.cfg.PushFallback}
+		if n, ok := w.c.backend.(driver.Notifier); ok {
+			w.pause.Subscribe = func(ctx context.Context) (<-chan struct{}, func(), error) { return n.Subscribe(ctx, w.req) }
+			w.pause.NoPush = func(err error) error {
+				if !errors.Is(err, errors.ErrUnsupported) { // this server or driver cannot push: poll
+					w.c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", w.req.Name, "err", err)
+				}
+				return nil
+			}
 		}
 	}
-	delay := w.c.cfg.Backoff(attempt)
-	if w.wake != nil {
-		delay = w.c.cfg.PushFallback
-	}
-	if retryAfter > 0 && retryAfter+time.Millisecond < delay {
-		// Wake when the holder's lease runs out on the server, in case it
-		// died without releasing.
-		delay = retryAfter + time.Millisecond
-	}
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case <-w.wake:
-	case <-timer.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return w.pause.Sleep(ctx, attempt, retryAfter)
 }
 
 func (w *waiter) unsubscribe() {
-	if w.cancel != nil {
-		w.cancel()
+	if w.pause != nil {
+		w.pause.Close()
 	}
 }
 
 // confirm renews a hold granted by a blocking wait and returns when the
 // renewal was sent. If it fails other than with ErrNotHeld the hold is
 // given back in the background.
-func (c *Client) confirm(ctx context.Context, h *hold, g Grant) (time.Time, error) {
-	held := Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
+func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Time, error) {
+	held := driver.Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
 	sent := time.Now()
 	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
 		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, held)
@@ -246,8 +225,8 @@ func (c *Client) confirm(ctx context.Context, h *hold, g Grant) (time.Time, erro
 // waiter that gave up, takes it out of a server-side queue (in the
 // background: the caller's ctx may have ended).
 func (c *Client) abandon(h *hold, gaveUp bool) {
-	if l, ok := c.backend.(Leaver); ok && gaveUp {
-		r := Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
+	if l, ok := c.backend.(driver.Leaver); ok && gaveUp {
+		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
 		c.background(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
 			defer cancel()
@@ -277,7 +256,7 @@ func (c *Client) background(f func()) {
 }
 
 // grant makes h held after a successful acquire sent at sent.
-func (c *Client) grant(h *hold, g Grant, sent time.Time) (Lease, error) {
+func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 	c.mu.Lock()
 	h.Token = g.Token
 	h.Handle = g.Handle

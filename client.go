@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
@@ -24,7 +26,7 @@ import (
 // name from this Client (see ContextWithLease; Do does it for fn) re-enters
 // that hold at once.
 type Client struct {
-	backend Backend
+	backend driver.Backend
 	cfg     Config
 	family  *family
 
@@ -58,7 +60,7 @@ const (
 // re-entries of one call chain. Fields other than Hold are guarded by
 // Client.mu.
 type hold struct {
-	Hold
+	driver.Hold
 	state    holdState
 	gone     chan struct{} // closed when the hold leaves Client.holds
 	leases   map[*lease]struct{}
@@ -70,12 +72,15 @@ type hold struct {
 
 // NewClient returns a Client over b with the given options. It fails, with
 // no I/O, on a nil backend or an invalid option.
-func NewClient(b Backend, opts ...Option) (*Client, error) {
+func NewClient(b driver.Backend, opts ...Option) (*Client, error) {
 	if b == nil {
 		return nil, errors.New("dlock: nil Backend")
 	}
 	cfg, err := NewConfig(opts...)
 	if err != nil {
+		return nil, err
+	}
+	if err := settingsFor(b, cfg); err != nil {
 		return nil, err
 	}
 	return newClient(b, cfg, &family{}), nil
@@ -86,14 +91,36 @@ func NewClient(b Backend, opts ...Option) (*Client, error) {
 // a chain that holds name through c asks b for name as that holder. A
 // read-write lock's sides are siblings, so a writer may take the read lock
 // (downgrade). It does no I/O.
-func (c *Client) NewSibling(b Backend) (*Client, error) {
+func (c *Client) NewSibling(b driver.Backend) (*Client, error) {
 	if b == nil {
 		return nil, errors.New("dlock: nil Backend")
 	}
 	return newClient(b, c.cfg, c.family), nil
 }
 
-func newClient(b Backend, cfg Config, f *family) *Client {
+// settingsFor checks that every setting of cfg (WithSetting) comes from
+// b's own package.
+func settingsFor(b driver.Backend, cfg Config) error {
+	pkg := packageOf(reflect.TypeOf(b))
+	for key := range cfg.settings {
+		if from := packageOf(reflect.TypeOf(key)); from != pkg {
+			return fmt.Errorf("dlock: an option of package %s was given to a Locker of package %s", from, pkg)
+		}
+	}
+	return nil
+}
+
+func packageOf(t reflect.Type) string {
+	if t == nil {
+		return "<nil>"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath()
+}
+
+func newClient(b driver.Backend, cfg Config, f *family) *Client {
 	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold)}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
 	return c
@@ -152,7 +179,7 @@ func (c *Client) validName(name string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
-	if nc, ok := c.backend.(NameChecker); ok {
+	if nc, ok := c.backend.(driver.NameChecker); ok {
 		return nc.CheckName(name)
 	}
 	return nil
@@ -182,7 +209,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 				owner = c.newOwner()
 			}
 			h = &hold{
-				Hold:  Hold{Name: name, Owner: owner, TTL: c.cfg.TTL},
+				Hold:  driver.Hold{Name: name, Owner: owner, TTL: c.cfg.TTL},
 				state: acquiring,
 				gone:  make(chan struct{}),
 			}

@@ -9,9 +9,10 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/driver"
 )
 
-func newClient(t *testing.T, m dlock.Backend, opts ...dlock.Option) *dlock.Client {
+func newClient(t *testing.T, m driver.Backend, opts ...dlock.Option) *dlock.Client {
 	t.Helper()
 	c, err := dlock.NewClient(m, opts...)
 	if err != nil {
@@ -204,7 +205,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 		_, err := waiter.Lock(context.Background(), "x")
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	m.waitRefused(t) // the waiter is waiting
 	waiter.Close(context.Background())
 	if err := <-errc; !errors.Is(err, dlock.ErrClosed) {
 		t.Fatalf("waiting Lock after Close = %v, want ErrClosed", err)
@@ -216,7 +217,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 // the lock is granted, however long that takes.
 type blocking struct{ *memory }
 
-func (b blocking) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b blocking) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	for {
 		g, err := b.Acquire(ctx, r)
 		if err != nil || g.Acquired {
@@ -224,7 +225,7 @@ func (b blocking) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 		}
 		select {
 		case <-ctx.Done():
-			return dlock.Grant{}, ctx.Err()
+			return driver.Grant{}, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

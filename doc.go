@@ -18,7 +18,8 @@
 // watchdog (every TTL/3), the client-side monotonic deadline that ends a
 // lease whose renewal could not be confirmed in time, whatever the
 // backend call is doing, and the clean-up of attempts the caller gave up
-// on. A backend supplies single attempts through [Backend]; [Client] turns
+// on. A backend supplies single attempts through driver.Backend (package
+// driver is the seam, with the implementer's checklist); [Client] turns
 // them into a Locker.
 //
 // Leases are not forever. A lease can end without Unlock (the server expired

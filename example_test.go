@@ -15,7 +15,7 @@ import (
 // fence <= $2. One Locker serves every goroutine (an HTTP handler's,
 // say): they exclude each other.
 func ExampleDo() {
-	var locker dlock.Locker = exampleLocker() // e.g. tablelock.New(db), once at start-up
+	locker := exampleLocker() // e.g. tablelock.New(db), once at start-up
 	invoice := &fencedRecord{}
 	err := dlock.Do(context.Background(), locker, "invoice:42", func(ctx context.Context, lease dlock.Lease) error {
 		return invoice.write(lease.Token(), "paid")

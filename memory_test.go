@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/driver"
 )
 
 // memory is an in-process Backend for testing the policy in Client: it
@@ -23,8 +26,19 @@ type memory struct {
 	hang     chan struct{}
 	refreshN int
 	// sessions makes holds end only by release, as a ZooKeeper node or
-	// an advisory lock of a live session (see dlock.SessionBound).
+	// an advisory lock of a live session (see driver.SessionBound).
 	sessions bool
+	refused  int // attempts refused because another owner held the name
+}
+
+// waitRefused waits until an attempt has been refused: a Lock is waiting.
+func (m *memory) waitRefused(t *testing.T) {
+	t.Helper()
+	dlocktest.Eventually(t, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.refused > 0
+	}, "an attempt refused")
 }
 
 type memLock struct {
@@ -87,15 +101,15 @@ func (m *memory) expiry(name string) time.Time {
 	return time.Time{}
 }
 
-func (m *memory) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error) {
+func (m *memory) Acquire(_ context.Context, r driver.Request) (driver.Grant, error) {
 	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return dlock.Grant{}, errClientClosed
+		return driver.Grant{}, errClientClosed
 	}
 	if m.failNext != nil {
-		return dlock.Grant{}, m.failNext
+		return driver.Grant{}, m.failNext
 	}
 	now := time.Now()
 	l := m.locks[r.Name]
@@ -103,16 +117,17 @@ func (m *memory) Acquire(_ context.Context, r dlock.Request) (dlock.Grant, error
 	case l == nil || !now.Before(l.expires) && !m.sessions:
 		m.tokens[r.Name]++
 		m.locks[r.Name] = &memLock{owner: r.Owner, token: m.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL)}
-		return dlock.Grant{Acquired: true, Token: m.tokens[r.Name]}, nil
+		return driver.Grant{Acquired: true, Token: m.tokens[r.Name]}, nil
 	case l.owner == r.Owner:
 		l.reentry++
 		l.expires = now.Add(r.TTL)
-		return dlock.Grant{Acquired: true, Token: l.token}, nil
+		return driver.Grant{Acquired: true, Token: l.token}, nil
 	}
-	return dlock.Grant{RetryAfter: time.Until(l.expires)}, nil
+	m.refused++
+	return driver.Grant{RetryAfter: time.Until(l.expires)}, nil
 }
 
-func (m *memory) held(h dlock.Hold) (*memLock, error) {
+func (m *memory) held(h driver.Hold) (*memLock, error) {
 	if m.failNext != nil {
 		return nil, m.failNext
 	}
@@ -123,7 +138,7 @@ func (m *memory) held(h dlock.Hold) (*memLock, error) {
 	return l, nil
 }
 
-func (m *memory) Refresh(_ context.Context, h dlock.Hold) error {
+func (m *memory) Refresh(_ context.Context, h driver.Hold) error {
 	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -136,7 +151,7 @@ func (m *memory) Refresh(_ context.Context, h dlock.Hold) error {
 	return nil
 }
 
-func (m *memory) Release(_ context.Context, h dlock.Hold) error {
+func (m *memory) Release(_ context.Context, h driver.Hold) error {
 	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -51,6 +51,31 @@ type Config struct {
 	PushFallback time.Duration
 	// Logger receives renewal failures and lease losses. Default: discard.
 	Logger *slog.Logger
+
+	// settings are backend packages' own settings (see WithSetting).
+	settings map[any]any
+}
+
+// WithSetting is how a backend package gives its own settings the one
+// Option idiom: its exported option (redislock.WithReplicas) wraps
+// WithSetting with a key of an unexported type of that package, and its
+// New reads the value with Config.Setting. NewClient refuses a setting
+// whose key comes from another package than the backend's, so an option
+// given to the wrong New is an error, not silently ignored.
+func WithSetting(key, value any) Option {
+	return func(c *Config) {
+		if c.settings == nil {
+			c.settings = map[any]any{}
+		}
+		c.settings[key] = value
+	}
+}
+
+// Setting returns the value WithSetting stored under key, and whether one
+// was.
+func (c Config) Setting(key any) (any, bool) {
+	v, ok := c.settings[key]
+	return v, ok
 }
 
 // Option sets one field of a Config.

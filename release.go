@@ -5,18 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// SessionBound is implemented by backends whose holds end with a session
-// (ZooKeeper nodes, advisory locks) instead of expiring on the server at
-// their TTL. Client then retries a failed release until the backend says
-// the hold is gone (its session ended) or it succeeds, never giving up
-// while the session lives: a session-bound hold left behind would block
-// its name until the process exits.
-type SessionBound interface {
-	// HoldsEndWithSession reports whether holds end only with the session.
-	HoldsEndWithSession() bool
-}
+	"github.com/dlockhq/dlock/driver"
+)
 
 // releaseOnce makes one release request for h. It is detached from any
 // caller's cancellation (a release cancelled midway leaves its outcome
@@ -76,7 +67,7 @@ func (c *Client) releaseUntil(h *hold, until time.Time) error {
 }
 
 func (c *Client) sessionBound() bool {
-	s, ok := c.backend.(SessionBound)
+	s, ok := c.backend.(driver.SessionBound)
 	return ok && s.HoldsEndWithSession()
 }
 

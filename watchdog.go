@@ -38,9 +38,15 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 		failures int
 		inFlight chan error // the running renewal's result, nil when none
 	)
+	// settleRenewal waits for a renewal still running, so no request for
+	// the hold outlives it; the lease is ending, so its outcome is only
+	// worth a debug line.
 	settleRenewal := func() {
-		if inFlight != nil {
-			<-inFlight
+		if inFlight == nil {
+			return
+		}
+		if err := <-inFlight; err != nil {
+			c.cfg.Logger.Debug("dlock: renewal ended after the lease", "name", h.Name, "token", h.Token, "err", err)
 		}
 	}
 	for {

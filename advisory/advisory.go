@@ -3,13 +3,14 @@ package advisory
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
@@ -62,11 +63,11 @@ type session struct {
 type dialect interface {
 	// try takes name without waiting and, when it got it, returns a new
 	// token and sets the session's idle timeout to ttl.
-	try(ctx context.Context, s *session, r dlock.Request) (token uint64, ok bool, err error)
+	try(ctx context.Context, s *session, r driver.Request) (token uint64, ok bool, err error)
 	// sessionID names s to cancelStatement.
 	sessionID(ctx context.Context, s *session) (int64, error)
 	// wait takes name, waiting in the server's queue; then as try.
-	wait(ctx context.Context, s *session, r dlock.Request) (token uint64, err error)
+	wait(ctx context.Context, s *session, r driver.Request) (token uint64, err error)
 	// cancelStatement stops the statement session id runs, from another
 	// connection of db.
 	cancelStatement(ctx context.Context, db *sql.DB, id int64) error
@@ -77,7 +78,7 @@ type dialect interface {
 	holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error)
 }
 
-// backend implements dlock.Backend; a hold's Handle is its *session.
+// backend implements driver.Backend; a hold's Handle is its *session.
 type backend struct {
 	db *sql.DB
 
@@ -106,29 +107,29 @@ func (b *backend) dialect(ctx context.Context) (dialect, error) {
 }
 
 var (
-	_ dlock.Backend   = (*backend)(nil)
-	_ dlock.Blocker   = (*backend)(nil)
+	_ driver.Backend  = (*backend)(nil)
+	_ driver.Blocker  = (*backend)(nil)
 	_ dlock.Inspector = (*backend)(nil)
 )
 
 // discard closes conn without returning it to the pool: its session ends
 // on the server, and every lock it held with it.
 func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
 	_ = conn.Close()
 }
 
-func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if s := b.db.Stats(); s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
-		return dlock.Grant{}, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, s.MaxOpenConnections)
+		return driver.Grant{}, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, s.MaxOpenConnections)
 	}
 	d, err := b.dialect(ctx)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	// The attempt does not wait, so it is not cancelled midway: a
 	// cancelled statement would leave its outcome unknown.
@@ -138,23 +139,23 @@ func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, er
 	token, ok, err := d.try(tctx, s, r)
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, sqldialect.SchemaHint(err)
+		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	if !ok {
-		conn.Close()
-		return dlock.Grant{}, nil
+		_ = conn.Close() // back to the pool; it fails only when already closed
+		return driver.Grant{}, nil
 	}
-	return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 }
 
-func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	d, err := b.dialect(ctx)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	s := &session{conn: conn}
@@ -162,16 +163,16 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	cancel()
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, sqldialect.SchemaHint(err)
+		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	if ok {
-		return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+		return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 	}
 
 	id, err := d.sessionID(ctx, s)
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	// The wait runs detached from ctx; when ctx ends the statement is
 	// cancelled on the server, from another connection. Then the outcome
@@ -185,19 +186,19 @@ func (b *backend) AcquireWait(ctx context.Context, r dlock.Request) (dlock.Grant
 	token, err = d.wait(context.WithoutCancel(ctx), s, r)
 	if !stop() {
 		discard(conn)
-		return dlock.Grant{}, errjoin.Join(ctx.Err(), err)
+		return driver.Grant{}, errjoin.Join(ctx.Err(), err)
 	}
 	if err != nil {
 		discard(conn)
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
-	return dlock.Grant{Acquired: true, Token: token, Handle: s}, nil
+	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 }
 
 // Refresh pings the pinned connection, which also restarts the server's
 // idle timer. A failed ping means the session, and the lock with it, may
 // be gone: the connection is discarded and the lease reported not held.
-func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 	s := h.Handle.(*session)
 	if err := b.d.ping(ctx, s); err != nil {
 		if ctx.Err() != nil {
@@ -215,7 +216,7 @@ func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
 // close, or at the session's idle timeout, the TTL): nothing is left to
 // retry, so Release returns nil. An acquire whose outcome was unknown
 // (nil Handle) already closed its session.
-func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	s, ok := h.Handle.(*session)
 	if !ok {
 		return nil

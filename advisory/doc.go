@@ -27,6 +27,16 @@
 // migrations; the dlock_fence sequence of older versions is no longer
 // used).
 //
+// Failover. Advisory locks live in the server's memory with their
+// sessions: they are not replicated, and a failover (or a restart) ends
+// every one. A holder learns at its next ping (every TTL/3), while a
+// waiter reconnecting to the promoted server can be granted at once, so
+// holders and successors can overlap for up to TTL/3; tokens stay in
+// order (PostgreSQL's clock; MySQL's hybrid counter), and a fenced
+// resource refuses the stale holder. There is no failover-safe mode: use
+// tablelock with a synchronous standby where a failover must not grant a
+// lock twice. The fault suite measures the overlaps (README).
+//
 // Names: PostgreSQL keys are PostgresKey(name), a 64-bit FNV-1a hash.
 // Two names with the same key share one lock: exclusion still holds, one
 // waits for the other needlessly; with 64 bits the chance for a million

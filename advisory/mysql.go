@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -42,7 +43,7 @@ type mysql struct{}
 // seconds is ttl as wait_timeout, whole seconds rounded up.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
 
-func (m mysql) try(ctx context.Context, s *session, r dlock.Request) (uint64, bool, error) {
+func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	conn := s.conn
 	res, err := conn.ExecContext(ctx, myTry, r.Name, r.Owner, MySQLName(r.Name))
 	if err != nil {
@@ -64,7 +65,7 @@ func (mysql) setTimeout(ctx context.Context, conn *sql.Conn, ttl time.Duration) 
 	return err
 }
 
-func (m mysql) wait(ctx context.Context, s *session, r dlock.Request) (uint64, error) {
+func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
 	conn, name := s.conn, r.Name
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, myWait, MySQLName(name)).Scan(&got); err != nil {

@@ -34,7 +34,9 @@ func MySQLName(name string) string {
 func plain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '.', c == ':', c == '-':
+		default:
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -63,7 +64,7 @@ LIMIT 1`
 
 type postgres struct{}
 
-func (postgres) try(ctx context.Context, s *session, r dlock.Request) (uint64, bool, error) {
+func (postgres) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	var token sql.NullInt64
 	var set1, set2 sql.NullString
 	err := s.conn.QueryRowContext(ctx, pgTry, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
@@ -74,7 +75,7 @@ func (postgres) try(ctx context.Context, s *session, r dlock.Request) (uint64, b
 	return uint64(token.Int64), token.Valid, nil
 }
 
-func (postgres) wait(ctx context.Context, s *session, r dlock.Request) (uint64, error) {
+func (postgres) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
 	var token int64
 	var set1, set2 string
 	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).

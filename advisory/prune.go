@@ -35,8 +35,7 @@ func Prune(ctx context.Context, db *sql.DB) (int64, error) {
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return 0, err
+			return 0, errors.Join(err, rows.Close())
 		}
 		names = append(names, name)
 	}

@@ -103,6 +103,32 @@ func Name(t testing.TB) string {
 	return n
 }
 
+// Eventually waits until cond reports true, checking every 10ms, and
+// fails t with what when it has not within Timeout: tests wait for an
+// observable condition, never for a fixed time.
+func Eventually(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", Timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// unlockAfterFailure gives back a lease a failing test should not have
+// got, so that it does not block the tests after it, and reports an
+// Unlock that fails.
+func unlockAfterFailure(t testing.TB, lease dlock.Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := lease.Unlock(ctx); err != nil {
+		t.Errorf("Unlock of the lease the test should not have got: %v", err)
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	t.Cleanup(cancel)
@@ -132,7 +158,7 @@ func wantNotAcquired(t *testing.T, l dlock.Locker, name string) {
 	defer cancel()
 	lease, err := l.TryLock(ctx, name)
 	if err == nil {
-		lease.Unlock(context.Background())
+		unlockAfterFailure(t, lease)
 		t.Fatalf("TryLock(%q) succeeded while another owner holds it", name)
 	}
 	if !errors.Is(err, dlock.ErrNotAcquired) {
@@ -359,7 +385,7 @@ func (s suite) waitEnds(t *testing.T, mk func(context.Context) (context.Context,
 	defer cancel()
 	got, err := waiter.Lock(ctx, name)
 	if err == nil {
-		got.Unlock(context.Background())
+		unlockAfterFailure(t, got)
 		t.Fatal("Lock succeeded while another owner holds the name")
 	}
 	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, want) {

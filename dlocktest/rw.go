@@ -61,7 +61,7 @@ func readersShare(t *testing.T, h ReadWriteHarness) {
 	// The chain holding the write lease (in its ctx) may read; another
 	// chain on the same Lockers is another owner.
 	if wr, err := wRead.TryLock(ctx, name); err == nil {
-		wr.Unlock(ctx)
+		unlockAfterFailure(t, wr)
 		t.Fatal("a call chain without the write lease took the read lock beside the writer")
 	}
 	wr, err := wRead.TryLock(dlock.ContextWithLease(ctx, wl), name)

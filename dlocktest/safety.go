@@ -63,7 +63,7 @@ func (s suite) sharedLocker(t *testing.T) {
 				// another call chain: it must not get in.
 				if other, err := l.TryLock(ctx, name); err == nil {
 					violations.Add(1)
-					other.Unlock(ctx)
+					unlockAfterFailure(t, other)
 				} else if !errors.Is(err, dlock.ErrNotAcquired) {
 					errs <- err
 				}
@@ -99,7 +99,7 @@ func (s suite) doPanics(t *testing.T) {
 				t.Errorf("recovered %v, want the panic of fn", r)
 			}
 		}()
-		dlock.Do(ctxT(t), a, name, func(context.Context, dlock.Lease) error { panic("boom") })
+		_ = dlock.Do(ctxT(t), a, name, func(context.Context, dlock.Lease) error { panic("boom") }) // panics: no error to see
 		t.Error("Do returned after fn panicked")
 	}()
 	mustUnlock(t, wantAcquired(t, b, name))
@@ -155,7 +155,7 @@ func (s suite) closeStopsWaiters(t *testing.T) {
 	go func() {
 		got, err := waiter.Lock(ctxT(t), name)
 		if err == nil {
-			got.Unlock(context.Background())
+			unlockAfterFailure(t, got)
 		}
 		result <- err
 	}()
@@ -194,7 +194,7 @@ func (s suite) endedContext(t *testing.T) {
 	for what, f := range map[string]func(context.Context, string) (dlock.Lease, error){"Lock": l.Lock, "TryLock": l.TryLock} {
 		lease, err := f(ctx, name)
 		if err == nil {
-			lease.Unlock(context.Background())
+			unlockAfterFailure(t, lease)
 			t.Fatalf("%s with an expired ctx took the lock", what)
 		}
 		if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
@@ -219,7 +219,7 @@ func (s suite) closedConnection(t *testing.T) {
 	for what, f := range map[string]func(context.Context, string) (dlock.Lease, error){"Lock": l.Lock, "TryLock": l.TryLock} {
 		lease, err := f(ctx, Name(t))
 		if err == nil {
-			lease.Unlock(context.Background())
+			unlockAfterFailure(t, lease)
 			t.Fatalf("%s on a closed connection succeeded", what)
 		}
 		if ctx.Err() != nil {

@@ -198,16 +198,19 @@ func Check(history []Op, timeout time.Duration) Result {
 	}
 	res.Ops = len(ops)
 	res.Linearizable = porcupine.CheckOperationsTimeout(leaseModel, ops, timeout)
-	res.Violations = append(res.Violations, tokensIncrease(history)...)
+	res.Violations = append(res.Violations, TokenOrder(history)...)
 	if res.Linearizable == porcupine.Illegal {
 		res.Violations = append(res.Violations, "history is not linearizable for a mutex with increasing tokens")
 	}
 	return res
 }
 
-// tokensIncrease checks that a grant that began after another returned
-// has a larger token.
-func tokensIncrease(history []Op) []string {
+// TokenOrder checks that every grant that began after another returned
+// has a larger token, and describes each that does not (a token
+// regression). It holds even where the lock itself may be granted twice
+// (a failover to an asynchronous replica): it is what lets a fenced
+// resource refuse the stale holder.
+func TokenOrder(history []Op) []string {
 	var grants []Op
 	for _, op := range history {
 		if op.Kind == Acquire && op.Outcome == OK {

@@ -175,17 +175,24 @@ func quoteAll(d sqldialect.Dialect, cols []string) []string {
 	return out
 }
 
-// Policy bounds Retry.
+// Policy bounds Retry. Its zero value is the default: up to
+// DefaultMaxAttempts attempts with jittered exponential backoff.
 type Policy struct {
-	// MaxAttempts is how many times fn runs at most; at least 1.
+	// MaxAttempts is how many times fn runs at most; 0 means
+	// DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff is the pause before each retry; nil means
 	// dlock.ExponentialBackoff(1ms, 100ms).
 	Backoff dlock.Backoff
 }
 
-// DefaultPolicy retries up to 10 times with jittered exponential backoff.
-var DefaultPolicy = Policy{MaxAttempts: 10}
+// DefaultMaxAttempts is how many attempts a Policy with MaxAttempts 0
+// allows.
+const DefaultMaxAttempts = 10
+
+// DefaultPolicy is Policy{}: up to DefaultMaxAttempts attempts with
+// jittered exponential backoff.
+var DefaultPolicy = Policy{}
 
 // Retry runs fn until it returns something other than an error wrapping
 // ErrConflict, at most p.MaxAttempts times, pausing between attempts. fn
@@ -196,8 +203,11 @@ func Retry(ctx context.Context, p Policy, fn func(ctx context.Context) error) er
 	if fn == nil {
 		return errors.New("optimistic: nil fn")
 	}
-	if p.MaxAttempts < 1 {
-		return fmt.Errorf("optimistic: MaxAttempts must be at least 1, got %d", p.MaxAttempts)
+	if p.MaxAttempts < 0 {
+		return fmt.Errorf("optimistic: MaxAttempts must not be negative, got %d", p.MaxAttempts)
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
 	}
 	backoff := p.Backoff
 	if backoff == nil {

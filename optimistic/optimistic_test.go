@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/optimistic"
@@ -173,6 +174,18 @@ func TestRetryGivesUp(t *testing.T) {
 	})
 	if !errors.Is(err, optimistic.ErrConflict) || n != 3 {
 		t.Fatalf("Retry = %v after %d attempts, want ErrConflict after 3", err, n)
+	}
+}
+
+// The zero Policy is the default one, not an invalid one.
+func TestZeroPolicyIsDefault(t *testing.T) {
+	n := 0
+	err := optimistic.Retry(context.Background(), optimistic.Policy{Backoff: func(int) time.Duration { return 0 }}, func(context.Context) error {
+		n++
+		return optimistic.ErrConflict
+	})
+	if !errors.Is(err, optimistic.ErrConflict) || n != optimistic.DefaultMaxAttempts {
+		t.Fatalf("Retry with Policy{} = %v after %d attempts, want ErrConflict after %d", err, n, optimistic.DefaultMaxAttempts)
 	}
 }
 

@@ -126,7 +126,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // back to the pool; the transaction's outcome is the result
 	if cfg.lockTimeout > 0 && d == sqldialect.MySQL {
 		secs := max(1, int64((cfg.lockTimeout+time.Second-1)/time.Second))
 		q := fmt.Sprintf("SET @dlock_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = %d", secs)
@@ -150,7 +150,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 	done := false
 	defer func() {
 		if !done {
-			tx.Rollback()
+			_ = tx.Rollback() // the failure that led here is the error to report
 		}
 	}()
 	if cfg.lockTimeout > 0 && d == sqldialect.Postgres {

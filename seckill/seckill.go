@@ -81,42 +81,26 @@ type Strategy interface {
 	PlaceOrder(ctx context.Context, userID, goodsID int64) (Order, error)
 }
 
-// Service sells goods with one strategy.
-type Service struct {
-	Strategy
-}
-
 // store holds the SQL every strategy shares, for one dialect.
 type store struct {
 	db *sql.DB
 	d  sqldialect.Dialect
+	q  *queries
 }
 
 func newStore(db *sql.DB) (store, error) {
+	if db == nil {
+		return store{}, errors.New("seckill: nil *sql.DB")
+	}
 	d, err := sqldialect.Of(context.Background(), db)
 	if err != nil {
 		return store{}, fmt.Errorf("seckill: %w", err)
 	}
-	return store{db: db, d: d}, nil
-}
-
-// q rewrites $n placeholders for MySQL.
-func (s store) q(query string) string {
-	if s.d == sqldialect.Postgres {
-		return query
+	q := &postgresQueries
+	if d == sqldialect.MySQL {
+		q = &mysqlQueries
 	}
-	out := make([]byte, 0, len(query))
-	for i := 0; i < len(query); i++ {
-		if query[i] == '$' {
-			out = append(out, '?')
-			for i+1 < len(query) && query[i+1] >= '0' && query[i+1] <= '9' {
-				i++
-			}
-			continue
-		}
-		out = append(out, query[i])
-	}
-	return string(out)
+	return store{db: db, d: d, q: q}, nil
 }
 
 // execer is *sql.DB or *sql.Tx.
@@ -131,10 +115,10 @@ func (s store) insertOrder(ctx context.Context, e execer, userID, goodsID int64)
 	o := Order{UserID: userID, GoodsID: goodsID, CreatedAt: time.Now()}
 	var err error
 	if s.d == sqldialect.Postgres {
-		err = e.QueryRowContext(ctx, "INSERT INTO seckill_orders (user_id, goods_id) VALUES ($1, $2) RETURNING id", userID, goodsID).Scan(&o.ID)
+		err = e.QueryRowContext(ctx, s.q.insertOrder, userID, goodsID).Scan(&o.ID)
 	} else {
 		var res sql.Result
-		if res, err = e.ExecContext(ctx, "INSERT INTO seckill_orders (user_id, goods_id) VALUES (?, ?)", userID, goodsID); err == nil {
+		if res, err = e.ExecContext(ctx, s.q.insertOrder, userID, goodsID); err == nil {
 			o.ID, err = res.LastInsertId()
 		}
 	}
@@ -147,7 +131,7 @@ func (s store) insertOrder(ctx context.Context, e execer, userID, goodsID int64)
 // hasOrdered reports whether userID already ordered goodsID.
 func (s store) hasOrdered(ctx context.Context, e execer, userID, goodsID int64) (bool, error) {
 	var n int
-	err := e.QueryRowContext(ctx, s.q("SELECT count(*) FROM seckill_orders WHERE user_id = $1 AND goods_id = $2"), userID, goodsID).Scan(&n)
+	err := e.QueryRowContext(ctx, s.q.hasOrdered, userID, goodsID).Scan(&n)
 	return n > 0, err
 }
 
@@ -158,7 +142,7 @@ func (s store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	if err := fn(tx); err != nil {
-		tx.Rollback()
+		_ = tx.Rollback() // fn's error is the one to report
 		return err
 	}
 	return tx.Commit()

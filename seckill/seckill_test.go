@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,9 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
-	redislock "github.com/dlockhq/dlock/adapters/redis"
-	zklock "github.com/dlockhq/dlock/adapters/zk"
-	"github.com/dlockhq/dlock/advisory"
+	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/seckill"
@@ -53,51 +52,24 @@ func databases(t *testing.T, driver string) (data, locks *sql.DB) {
 	return db, locks
 }
 
-// strategies builds every strategy over db; lock-based ones share one
-// Locker between every buyer goroutine, as a service would.
-func strategies(t *testing.T, db, locks *sql.DB) map[string]func() seckill.Strategy {
+// servers are the registry's servers for the sale's db; every lock-based
+// strategy gets a Locker of its own, shared by every buyer goroutine, as a
+// service would.
+func servers(t *testing.T, db, locks *sql.DB) seckill.Servers {
 	t.Helper()
-	must := func(s seckill.Strategy, err error) seckill.Strategy {
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 128})
 	t.Cleanup(func() { rc.Close() })
-	zkConn := testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second)
-	return map[string]func() seckill.Strategy{
-		"atomic":      func() seckill.Strategy { return must(seckill.Atomic(db)) },
-		"pessimistic": func() seckill.Strategy { return must(seckill.Pessimistic(db)) },
-		"optimistic":  func() seckill.Strategy { return must(seckill.Optimistic(db)) },
-		"tablelock": func() seckill.Strategy {
-			return must(seckill.Locked(db, "tablelock", perBuyer(t, func() (dlock.Locker, error) { return tablelock.New(db) })))
-		},
-		"advisory": func() seckill.Strategy {
-			return must(seckill.Locked(db, "advisory", perBuyer(t, func() (dlock.Locker, error) { return advisory.New(locks) })))
-		},
-		"redis": func() seckill.Strategy {
-			return must(seckill.Locked(db, "redis", perBuyer(t, func() (dlock.Locker, error) { return redislock.New(rc) })))
-		},
-		"zk": func() seckill.Strategy {
-			return must(seckill.Locked(db, "zk", perBuyer(t, func() (dlock.Locker, error) { return zklock.New(zkConn, "/dlock-seckill") })))
-		},
-		"segmented": func() seckill.Strategy {
-			return must(seckill.Segmented(db, 4, perBuyer(t, func() (dlock.Locker, error) { return redislock.New(rc) })))
-		},
-	}
+	return seckill.Servers{DB: db, Locks: locks, Redis: rc, ZK: testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second), Segments: 4}
 }
 
-// perBuyer returns one Locker for every buyer goroutine.
-func perBuyer(t *testing.T, mk func() (dlock.Locker, error)) dlock.Locker {
-	l, err := mk()
+// build builds the registered strategy e on srv; t.Cleanup closes it.
+func build(t *testing.T, e seckill.Entry, srv seckill.Servers) seckill.Strategy {
+	t.Helper()
+	s, err := e.New(srv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testenv.Closing(t, l.(interface {
-		dlock.Locker
-		Close(context.Context) error
-	}))
+	return testenv.Closing(t, s)
 }
 
 func TestEveryStrategySellsExactly(t *testing.T) {
@@ -105,22 +77,26 @@ func TestEveryStrategySellsExactly(t *testing.T) {
 	for _, driver := range []string{"pgx", "mysql"} {
 		t.Run(driver, func(t *testing.T) {
 			db, locks := databases(t, driver)
+			srv := servers(t, db, locks)
 			ctx := context.Background()
-			for name, mk := range strategies(t, db, locks) {
-				t.Run(name, func(t *testing.T) {
-					goods := goodsSeq.Add(1)
-					segments := 0
-					if name == "segmented" {
-						segments = 4
+			for _, e := range seckill.Strategies {
+				if e.Name == "none" {
+					continue // it oversells: TestNoneOversells
+				}
+				t.Run(e.Name, func(t *testing.T) {
+					s := build(t, e, srv)
+					if s.Name() != e.Name {
+						t.Fatalf("strategy %q registered as %q", s.Name(), e.Name)
 					}
-					if err := seckill.Reset(ctx, db, goods, stock, segments); err != nil {
+					goods := goodsSeq.Add(1)
+					if err := seckill.Reset(ctx, db, s, goods, stock); err != nil {
 						t.Fatal(err)
 					}
-					res := seckill.Sell(ctx, mk(), goods, seckill.Users(1, users), buyers, nil)
+					res := seckill.Sell(ctx, s, goods, seckill.Users(1, users), buyers, nil)
 					if res.Failures > 0 {
 						t.Fatalf("%d failures, first: %v", res.Failures, res.FirstError)
 					}
-					tally, err := seckill.Count(ctx, db, goods, segments > 0)
+					tally, err := seckill.Count(ctx, db, s, goods)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -131,7 +107,7 @@ func TestEveryStrategySellsExactly(t *testing.T) {
 						t.Fatalf("%d buyers told sold out, want %d", res.SoldOut, users-stock)
 					}
 					// Buying again is refused, not doubled.
-					if _, err := mk().PlaceOrder(ctx, 1, goods); !errors.Is(err, seckill.ErrSoldOut) && !errors.Is(err, seckill.ErrDuplicateOrder) {
+					if _, err := s.PlaceOrder(ctx, 1, goods); !errors.Is(err, seckill.ErrSoldOut) && !errors.Is(err, seckill.ErrDuplicateOrder) {
 						t.Fatalf("second purchase by user 1: %v", err)
 					}
 				})
@@ -146,12 +122,18 @@ func TestNoneOversells(t *testing.T) {
 	db := database(t, "pgx")
 	ctx := context.Background()
 	goods := goodsSeq.Add(1)
-	if err := seckill.Reset(ctx, db, goods, 100, 0); err != nil {
+	s, err := seckill.None(db)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := seckill.None(db)
+	if err := seckill.Reset(ctx, db, s, goods, 100); err != nil {
+		t.Fatal(err)
+	}
 	res := seckill.Sell(ctx, s, goods, seckill.Users(1, 300), 64, nil)
-	tally, _ := seckill.Count(ctx, db, goods, false)
+	tally, err := seckill.Count(ctx, db, s, goods)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("no lock: %d orders for a stock of 100 (%d oversold), stock shows %d", tally.Orders, max(tally.Orders-100, 0), tally.StockLeft)
 	_ = res
 }
@@ -165,7 +147,7 @@ func TestFencingRefusesExpiredHolder(t *testing.T) {
 			db := database(t, driver)
 			ctx := context.Background()
 			goods := goodsSeq.Add(1)
-			if err := seckill.Reset(ctx, db, goods, 5, 0); err != nil {
+			if err := seckill.Reset(ctx, db, nil, goods, 5); err != nil {
 				t.Fatal(err)
 			}
 			slowLocker, err := tablelock.New(db, dlock.WithTTL(500*time.Millisecond), dlock.WithoutAutoRenew())
@@ -183,14 +165,20 @@ func TestFencingRefusesExpiredHolder(t *testing.T) {
 				_, err := slow.PlaceOrder(ctx, 1, goods)
 				slowErr <- err
 			}()
-			time.Sleep(100 * time.Millisecond) // the slow buyer holds the lock
+			dlocktest.Eventually(t, func() bool { // the slow buyer holds the lock
+				_, held, err := slowLocker.Inspect(ctx, "seckill:goods:"+strconv.FormatInt(goods, 10))
+				return err == nil && held
+			}, "the slow buyer holds the lock")
 			if _, err := fast.PlaceOrder(ctx, 2, goods); err != nil {
 				t.Fatalf("buyer after the expiry: %v", err)
 			}
 			if err := <-slowErr; !errors.Is(err, seckill.ErrStaleToken) {
 				t.Fatalf("expired holder's purchase: %v, want ErrStaleToken", err)
 			}
-			tally, _ := seckill.Count(ctx, db, goods, false)
+			tally, err := seckill.Count(ctx, db, nil, goods)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tally.Orders != 1 || tally.StockLeft != 4 {
 				t.Fatalf("%d orders, %d left; want 1 and 4", tally.Orders, tally.StockLeft)
 			}

@@ -29,7 +29,7 @@ func (none) Name() string { return "none" }
 
 func (s none) PlaceOrder(ctx context.Context, userID, goodsID int64) (Order, error) {
 	var stock int
-	if err := s.db.QueryRowContext(ctx, s.q("SELECT stock FROM seckill_goods WHERE id = $1"), goodsID).Scan(&stock); err != nil {
+	if err := s.db.QueryRowContext(ctx, s.q.stock, goodsID).Scan(&stock); err != nil {
 		return Order{}, err
 	}
 	if stock <= 0 {
@@ -39,7 +39,7 @@ func (s none) PlaceOrder(ctx context.Context, userID, goodsID int64) (Order, err
 	if err != nil {
 		return Order{}, err
 	}
-	_, err = s.db.ExecContext(ctx, s.q("UPDATE seckill_goods SET stock = $1 WHERE id = $2"), stock-1, goodsID)
+	_, err = s.db.ExecContext(ctx, s.q.setStock, stock-1, goodsID)
 	return o, err
 }
 
@@ -57,7 +57,7 @@ func (atomicStrategy) Name() string { return "atomic" }
 
 func (s atomicStrategy) PlaceOrder(ctx context.Context, userID, goodsID int64) (o Order, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q("UPDATE seckill_goods SET stock = stock - 1 WHERE id = $1 AND stock > 0"), goodsID)
+		res, err := tx.ExecContext(ctx, s.q.decrementIfAny, goodsID)
 		if err != nil {
 			return err
 		}
@@ -91,13 +91,13 @@ func (s pessimisticStrategy) PlaceOrder(ctx context.Context, userID, goodsID int
 	}
 	err = pessimistic.Do(ctx, s.db, func(ctx context.Context, tx *sql.Tx) error {
 		var stock int
-		if err := tx.QueryRowContext(ctx, s.q("SELECT stock FROM seckill_goods WHERE id = $1 ")+clause, goodsID).Scan(&stock); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q.stock+" "+clause, goodsID).Scan(&stock); err != nil {
 			return err
 		}
 		if stock <= 0 {
 			return ErrSoldOut
 		}
-		if _, err := tx.ExecContext(ctx, s.q("UPDATE seckill_goods SET stock = stock - 1 WHERE id = $1"), goodsID); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.decrement, goodsID); err != nil {
 			return err
 		}
 		o, err = s.insertOrder(ctx, tx, userID, goodsID)
@@ -200,9 +200,9 @@ func (s lockedStrategy) PlaceOrder(ctx context.Context, userID, goodsID int64) (
 	}
 	defer func() { err = unlock(ctx, lease, err) }()
 	return s.buy(ctx, lease, s.cfg, userID, goodsID, purchase{
-		read:     "SELECT stock FROM seckill_goods WHERE id = $1",
+		read:     s.q.stock,
 		readArgs: []any{goodsID},
-		write:    "UPDATE seckill_goods SET stock = stock - 1, fence = $1 WHERE id = $2 AND fence <= $3 AND stock > 0",
+		write:    s.q.fencedDecrement,
 		key:      []any{goodsID},
 	})
 }
@@ -217,7 +217,7 @@ func unlock(ctx context.Context, lease dlock.Lease, err error) error {
 }
 
 // purchase is the SQL of one locked purchase: read the stock, then write
-// with write's parameters ($1 token, then key, then $n token again).
+// with write's parameters (the token, then key, then the token again).
 type purchase struct {
 	read     string
 	readArgs []any
@@ -229,7 +229,7 @@ type purchase struct {
 // decrement with the fencing check and insert the order.
 func (s store) buy(ctx context.Context, lease dlock.Lease, cfg lockedConfig, userID, goodsID int64, p purchase) (o Order, err error) {
 	var stock int
-	if err := s.db.QueryRowContext(ctx, s.q(p.read), p.readArgs...).Scan(&stock); err != nil {
+	if err := s.db.QueryRowContext(ctx, p.read, p.readArgs...).Scan(&stock); err != nil {
 		return Order{}, err
 	}
 	if stock <= 0 {
@@ -246,7 +246,7 @@ func (s store) buy(ctx context.Context, lease dlock.Lease, cfg lockedConfig, use
 	token := int64(lease.Token())
 	args := append(append([]any{token}, p.key...), token)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(p.write), args...)
+		res, err := tx.ExecContext(ctx, p.write, args...)
 		if err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (s store) buy(ctx context.Context, lease dlock.Lease, cfg lockedConfig, use
 	return o, err
 }
 
-// Segmented splits an item's stock over segment rows (see Reset), each
+// Segmented splits an item's stock over segment rows (a StockKeeper), each
 // under its own lock named after the segment. A buyer starts at the
 // segment its user id picks and moves on when that one is empty, so
 // buyers queue behind several locks instead of one. Writes are fenced as
@@ -280,6 +280,29 @@ func Segmented(db *sql.DB, segments int, locker dlock.Locker, opts ...Option) (S
 type segmented struct {
 	lockedStrategy
 	segments int
+}
+
+var _ StockKeeper = segmented{}
+
+// PutStock splits stock over the item's segment rows.
+func (s segmented) PutStock(ctx context.Context, tx *sql.Tx, goodsID int64, stock int) error {
+	for seg := range s.segments {
+		n := stock / s.segments
+		if seg < stock%s.segments {
+			n++
+		}
+		if _, err := tx.ExecContext(ctx, s.q.insertSegment, goodsID, seg, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StockLeft sums the item's segment rows.
+func (s segmented) StockLeft(ctx context.Context, db *sql.DB, goodsID int64) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, s.q.segmentsStock, goodsID).Scan(&n)
+	return n, err
 }
 
 func (s segmented) PlaceOrder(ctx context.Context, userID, goodsID int64) (Order, error) {
@@ -301,9 +324,9 @@ func (s segmented) fromSegment(ctx context.Context, userID, goodsID int64, seg i
 	}
 	defer func() { err = unlock(ctx, lease, err) }()
 	return s.buy(ctx, lease, s.cfg, userID, goodsID, purchase{
-		read:     "SELECT stock FROM seckill_segments WHERE goods_id = $1 AND segment = $2",
+		read:     s.q.segmentStock,
 		readArgs: []any{goodsID, seg},
-		write:    "UPDATE seckill_segments SET stock = stock - 1, fence = $1 WHERE goods_id = $2 AND segment = $3 AND fence <= $4 AND stock > 0",
+		write:    s.q.fencedSegmentDecrement,
 		key:      []any{goodsID, seg},
 	})
 }

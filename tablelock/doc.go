@@ -24,6 +24,25 @@
 // ever getting a smaller token, provided the database's clock does not step
 // back.
 //
+// Failover. A lock is a committed row, so it is as durable as the
+// database's commits, and a failover loses what the promoted server had
+// not received. With asynchronous replication (the default for a
+// PostgreSQL streaming standby and for a MariaDB/MySQL replica) a
+// failover can lose recent grants and renewals: a holder whose grant was
+// lost keeps its lease until its next renewal (every TTL/3) finds the row
+// gone or taken, and a successor can be granted before that. Tokens stay
+// in order across it (the hybrid clock above), so a fenced resource
+// refuses the stale holder. With a synchronous standby on PostgreSQL
+// (synchronous_standby_names naming it, synchronous_commit on, the
+// default) a grant or renewal returns only once the standby has flushed
+// it, so a promoted standby has every lease a holder was told it has,
+// with its expiry, and the lock is never granted twice; while the standby
+// is away, grants and renewals wait (holders lose their leases at their
+// deadlines) unless the primary is told to stop waiting. The fault suite
+// measures both (README). MariaDB's semi-synchronous replication
+// (rpl_semi_sync_master_wait_point = AFTER_SYNC) is the analogue there; it
+// is not tested here.
+//
 // Every lock operation is one short statement on a pooled connection. Size
 // the pool for the concurrency you expect (db.SetMaxIdleConns): with
 // database/sql's default of 2 idle connections, contended locking on

@@ -41,6 +41,7 @@ func TestBadInputBeforeIO(t *testing.T) {
 	// A driver dlock does not know by type: New does no I/O; the first
 	// lock asks the server which database it is.
 	unknown, _ := sql.Open("dlock-noio", "")
+	defer unknown.Close()
 	ul, err := tablelock.New(unknown)
 	if err != nil {
 		t.Fatalf("New with another driver: %v", err)
@@ -114,7 +115,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(crashChildEnv); spec != "" {
 		crashHolder(spec)
 	}
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 // A holder process killed with SIGKILL mid-hold: the lock stays held for

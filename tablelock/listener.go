@@ -3,7 +3,7 @@ package tablelock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock/internal/errjoin"
+	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
 // listenerIdle is how long a listener connection stays open with no waiter,
@@ -21,15 +22,15 @@ const listenerIdle = 30 * time.Second
 
 // listener is one LISTEN connection per *sql.DB, shared by the waiters of
 // every Locker on it. It runs while anyone waits (and listenerIdle after),
-// and hands each release notification to the waiters of that name.
+// and hands each release notification to the waiters of that name (a
+// wakeup.Hub).
 type listener struct {
-	db   *sql.DB
-	log  *slog.Logger
-	refs int // Lockers using it; guarded by listenersMu
+	db  *sql.DB
+	log *slog.Logger
 
-	mu      sync.Mutex
-	subs    map[string]map[chan struct{}]struct{}
-	n       int        // subscriptions
+	hub wakeup.Hub
+
+	mu      sync.Mutex // guards what follows, and adding to hub
 	gen     *listenGen // the running connection, nil when stopped
 	idle    *time.Timer
 	closed  bool
@@ -44,34 +45,17 @@ type listenGen struct {
 	cancel context.CancelFunc
 }
 
-var (
-	listenersMu sync.Mutex
-	listeners   = map[*sql.DB]*listener{}
-)
+// listeners are the listeners in use, one per *sql.DB.
+var listeners wakeup.Shared[*sql.DB, *listener]
 
 // listenerFor returns db's shared listener; release it with unref.
 func listenerFor(db *sql.DB, log *slog.Logger) *listener {
-	listenersMu.Lock()
-	defer listenersMu.Unlock()
-	l := listeners[db]
-	if l == nil {
-		l = &listener{db: db, log: log, subs: make(map[string]map[chan struct{}]struct{})}
-		listeners[db] = l
-	}
-	l.refs++
-	return l
+	return listeners.Get(db, func() *listener { return &listener{db: db, log: log} })
 }
 
 // unref drops a Locker's use of l; the last one closes it.
 func (l *listener) unref() {
-	listenersMu.Lock()
-	l.refs--
-	last := l.refs == 0
-	if last {
-		delete(listeners, l.db)
-	}
-	listenersMu.Unlock()
-	if last {
+	if listeners.Release(l.db) {
 		l.close()
 	}
 }
@@ -79,17 +63,12 @@ func (l *listener) unref() {
 // subscribe registers a waiter for name and returns once LISTEN is in
 // effect, so no release after it is missed.
 func (l *listener) subscribe(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil, nil, errors.New("tablelock: listener closed")
 	}
-	if l.subs[name] == nil {
-		l.subs[name] = make(map[chan struct{}]struct{})
-	}
-	l.subs[name][ch] = struct{}{}
-	l.n++
+	ch, remove := l.hub.Add(name)
 	if l.idle != nil {
 		l.idle.Stop()
 		l.idle = nil
@@ -101,7 +80,7 @@ func (l *listener) subscribe(ctx context.Context, name string) (<-chan struct{},
 	l.mu.Unlock()
 
 	var once sync.Once
-	cancel := func() { once.Do(func() { l.unsubscribe(name, ch) }) }
+	cancel := func() { once.Do(func() { l.unsubscribe(remove) }) }
 	select {
 	case <-gen.ready:
 	case <-ctx.Done():
@@ -115,20 +94,18 @@ func (l *listener) subscribe(ctx context.Context, name string) (<-chan struct{},
 	return ch, cancel, nil
 }
 
-func (l *listener) unsubscribe(name string, ch chan struct{}) {
+// unsubscribe removes a waiter; with none left, the connection closes
+// after listenerIdle.
+func (l *listener) unsubscribe(remove func() bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.subs[name], ch)
-	if len(l.subs[name]) == 0 {
-		delete(l.subs, name)
-	}
-	l.n--
-	if l.n == 0 && l.gen != nil {
+	remove()
+	if l.hub.Len() == 0 && l.gen != nil {
 		gen := l.gen
 		l.idle = time.AfterFunc(listenerIdle, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.n == 0 && l.gen == gen {
+			if l.hub.Len() == 0 && l.gen == gen {
 				gen.cancel()
 			}
 		})
@@ -158,7 +135,7 @@ func (l *listener) start() {
 		// Notifications may have been missed while the connection died:
 		// wake every waiter to look again; those still waiting resubscribe
 		// through their own fallback poll.
-		l.wakeAll()
+		l.hub.WakeAll()
 		if ctx.Err() == nil {
 			l.log.Warn("tablelock: listener connection ended; reconnecting", "err", err)
 			time.AfterFunc(time.Second, l.restart)
@@ -170,7 +147,7 @@ func (l *listener) start() {
 func (l *listener) restart() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.gen == nil && l.n > 0 && !l.closed {
+	if l.gen == nil && l.hub.Len() > 0 && !l.closed {
 		l.start()
 	}
 }
@@ -192,7 +169,7 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // the session ends with the listener; run's error says why
 	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -204,41 +181,16 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		}
 		close(gen.ready)
 		// Releases between a lost connection and this LISTEN were missed.
-		l.mu.Lock()
-		l.wakeAll()
-		l.mu.Unlock()
+		l.hub.WakeAll()
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
-				return errjoin.Join(err, driver.ErrBadConn)
+				return errjoin.Join(err, sqldriver.ErrBadConn)
 			}
-			l.wake(n.Payload)
+			l.hub.Wake(n.Payload)
 		}
 	})
 	return err
-}
-
-func (l *listener) wake(name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for ch := range l.subs[name] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// wakeAll wakes every waiter. l.mu must be held.
-func (l *listener) wakeAll() {
-	for _, set := range l.subs {
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
 
 func (l *listener) close() {

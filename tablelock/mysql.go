@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -66,30 +67,30 @@ FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMES
 type mysql struct{ db *sql.DB }
 
 var (
-	_ dlock.Backend   = (*mysql)(nil)
+	_ driver.Backend  = (*mysql)(nil)
 	_ dlock.Inspector = (*mysql)(nil)
 )
 
-func (m *mysql) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	res, err := m.db.ExecContext(ctx, myAcquire, r.Name, r.Owner, micros(r.TTL))
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	token, err := res.LastInsertId()
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if token < 0 {
 		// The driver reads the unsigned insert id as an int64. Client
 		// gives back whatever the attempt took (Release with token 0).
-		return dlock.Grant{}, fmt.Errorf("tablelock: %q: the token passed 2^63-1; reset the row's token column", r.Name)
+		return driver.Grant{}, fmt.Errorf("tablelock: %q: the token passed 2^63-1; reset the row's token column", r.Name)
 	}
 	// The holder's remaining lease would cost a second round trip on every
 	// poll; the backoff cap bounds the wait past an expiry instead.
-	return dlock.Grant{Acquired: token > 0, Token: uint64(token)}, nil
+	return driver.Grant{Acquired: token > 0, Token: uint64(token)}, nil
 }
 
-func (m *mysql) Refresh(ctx context.Context, h dlock.Hold) error {
+func (m *mysql) Refresh(ctx context.Context, h driver.Hold) error {
 	res, err := m.db.ExecContext(ctx, myRefresh, micros(h.TTL), h.Name, h.Owner, h.Token)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func (m *mysql) Refresh(ctx context.Context, h dlock.Hold) error {
 	return m.changed(ctx, res, h)
 }
 
-func (m *mysql) Release(ctx context.Context, h dlock.Hold) error {
+func (m *mysql) Release(ctx context.Context, h driver.Hold) error {
 	res, err := m.db.ExecContext(ctx, myRelease, h.Name, h.Owner, h.Token, h.Token)
 	if err != nil {
 		return err
@@ -106,7 +107,7 @@ func (m *mysql) Release(ctx context.Context, h dlock.Hold) error {
 }
 
 // changed maps an UPDATE's result to nil or ErrNotHeld.
-func (m *mysql) changed(ctx context.Context, res sql.Result, h dlock.Hold) error {
+func (m *mysql) changed(ctx context.Context, res sql.Result, h driver.Hold) error {
 	n, err := res.RowsAffected()
 	if err != nil || n > 0 {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -92,12 +93,12 @@ type postgres struct {
 }
 
 var (
-	_ dlock.Backend   = (*postgres)(nil)
-	_ dlock.Notifier  = (*postgres)(nil)
+	_ driver.Backend  = (*postgres)(nil)
+	_ driver.Notifier = (*postgres)(nil)
 	_ dlock.Inspector = (*postgres)(nil)
 )
 
-func (p *postgres) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	var (
 		acquired bool
 		token    int64
@@ -107,19 +108,19 @@ func (p *postgres) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, e
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
 		// statement's snapshot: taken, lease unknown.
-		return dlock.Grant{}, nil
+		return driver.Grant{}, nil
 	}
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
-	g := dlock.Grant{Acquired: acquired, Token: uint64(token)}
+	g := driver.Grant{Acquired: acquired, Token: uint64(token)}
 	if !acquired {
 		g.RetryAfter = time.Duration(max(leftUS, 0)) * time.Microsecond
 	}
 	return g, nil
 }
 
-func (p *postgres) Refresh(ctx context.Context, h dlock.Hold) error {
+func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 	res, err := p.db.ExecContext(ctx, pgRefresh, h.Name, h.Owner, int64(h.Token), micros(h.TTL))
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func (p *postgres) Refresh(ctx context.Context, h dlock.Hold) error {
 	return nil
 }
 
-func (p *postgres) Release(ctx context.Context, h dlock.Hold) error {
+func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 	var notified sql.NullBool
 	err := p.db.QueryRowContext(ctx, pgRelease, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -157,7 +158,7 @@ func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool
 	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
 }
 
-func (p *postgres) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (p *postgres) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	if p.listener == nil {
 		return nil, nil, fmt.Errorf("tablelock: the Locker is closed: %w", errors.ErrUnsupported)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
@@ -63,7 +64,7 @@ func (l *Locker) Close(ctx context.Context) error {
 
 // dialectBackend is one database's statements.
 type dialectBackend interface {
-	dlock.Backend
+	driver.Backend
 	dlock.Inspector
 }
 
@@ -80,8 +81,8 @@ type backend struct {
 }
 
 var (
-	_ dlock.Backend   = (*backend)(nil)
-	_ dlock.Notifier  = (*backend)(nil)
+	_ driver.Backend  = (*backend)(nil)
+	_ driver.Notifier = (*backend)(nil)
 	_ dlock.Inspector = (*backend)(nil)
 )
 
@@ -123,16 +124,16 @@ func (b *backend) close() {
 	b.closed = true
 }
 
-func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	d, err := b.get(ctx)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	g, err := d.Acquire(ctx, r)
 	return g, schemaHint(err)
 }
 
-func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
+func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 	d, err := b.get(ctx)
 	if err != nil {
 		return err
@@ -140,7 +141,7 @@ func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
 	return d.Refresh(ctx, h)
 }
 
-func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	d, err := b.get(ctx)
 	if err != nil {
 		return err
@@ -159,12 +160,12 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 
 // Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver;
 // elsewhere waiters poll (errors.ErrUnsupported).
-func (b *backend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	d, err := b.get(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if n, ok := d.(dlock.Notifier); ok {
+	if n, ok := d.(driver.Notifier); ok {
 		return n.Subscribe(ctx, r)
 	}
 	return nil, nil, fmt.Errorf("tablelock: push wake-ups on MySQL: %w", errors.ErrUnsupported)
@@ -181,6 +182,6 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
-func notHeld(h dlock.Hold) error {
+func notHeld(h driver.Hold) error {
 	return fmt.Errorf("%w: %q is not held by %q with token %d", dlock.ErrNotHeld, h.Name, h.Owner, h.Token)
 }

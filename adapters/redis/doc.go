@@ -12,10 +12,34 @@
 // on the lock's channel; each waiter also wakes when the holder's TTL runs
 // out, so a holder that died never stalls anyone.
 //
-// What Redis promises: a single server, or a primary with replicas, can
-// lose a lock on failover (replication is asynchronous), so two owners may
-// briefly hold it. The lease's watchdog notices (the next renewal finds
-// the lock gone, Done closes with dlock.ErrLost), and the fencing token
-// lets the protected resource refuse the stale holder. Redlock narrows the
-// window at the cost of N servers; see NewRedlock for its limits.
+// Failover. Redis replicates asynchronously: by default a Sentinel or
+// Cluster failover can lose the grants and renewals the promoted replica
+// had not received. A holder whose grant was lost keeps its lease until
+// its next renewal (every TTL/3) finds the hold gone, and a successor can
+// be granted on the promoted replica before that: two holders overlap for
+// up to TTL/3. Fencing tokens still increase across the failover (a hybrid
+// clock, see below), so a resource that checks them refuses the stale
+// holder. What a failover cannot lose: a lease whose holder's Done has
+// closed stays ended, and no token is repeated.
+//
+// Failover-safe mode, WithReplicas(n): every grant and renewal is
+// followed by WAIT n on the same connection and counts only once n
+// replicas have it; a grant they do not acknowledge within TTL/3 is
+// refused (ErrNotReplicated) and released, a renewal they do not
+// acknowledge leaves the lease's deadline where it was. The promoted
+// replica then has every lease its holder was told it has, with an expiry
+// no earlier than the holder's deadline, so the lock is never granted
+// twice, provided the promoted replica is one that acknowledged: ask for
+// as many replicas as a failover may promote from (Sentinel promotes the
+// replica with the most data among those it can reach). The cost: one
+// replica round trip per grant and renewal, and no grants, nor renewals,
+// while fewer than n replicas are connected (holders then lose their
+// leases at their deadlines). The fault suite's failover rows measure both
+// modes (README).
+//
+// Tokens are a hybrid clock: a grant takes max(last token + 1, the
+// server's clock in microseconds), so a replica holding an older counter,
+// or a server that restarted empty, still issues larger tokens, provided
+// the servers' clocks do not step back. Redlock narrows the window of a
+// single server at the cost of N servers; see NewRedlock for its limits.
 package redislock

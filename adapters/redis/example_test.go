@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 )
 
@@ -56,7 +57,7 @@ func ExampleNewFair() {
 // its lease.
 func ExampleNewSemaphore() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	sem, err := redislock.NewSemaphore(client, "report-jobs", 10, time.Minute)
+	sem, err := redislock.NewSemaphore(client, "report-jobs", 10, dlock.WithTTL(time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 )
 
 // DefaultQueueTimeout is how long a fair lock's waiter keeps its place in
@@ -17,12 +18,21 @@ import (
 // waiter that died (or was cut off) loses its place.
 const DefaultQueueTimeout = 5 * time.Second
 
+// queueTimeoutKey is the key of WithQueueTimeout's setting.
+type queueTimeoutKey struct{}
+
+// WithQueueTimeout sets how long a fair lock's waiter keeps its place in
+// the queue without retrying (NewFair only; default DefaultQueueTimeout,
+// at least 10ms). Shorter lets the queue forget a dead waiter sooner;
+// waiters retry at half of it.
+func WithQueueTimeout(d time.Duration) dlock.Option { return dlock.WithSetting(queueTimeoutKey{}, d) }
+
 // NewFair returns a fair lock: waiters get the lock in the order they
 // asked for it (a FIFO queue on the server, as Redisson's RedissonFairLock),
 // and a release wakes only the first waiter, so a hand-off costs the same
 // with 2 waiters or 200. TryLock does not queue: it fails while anyone
 // waits. A waiter whose Lock gives up leaves the queue at once; one that
-// dies leaves it after DefaultQueueTimeout. Goroutines of one process
+// dies leaves it after the queue timeout (WithQueueTimeout). Goroutines of one process
 // queue in the process first, so each fair Locker has at most one entry
 // per name in the server's queue. It does no I/O; client stays the
 // caller's.
@@ -30,11 +40,19 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
-	n := newNotifier(client)
+	n := notifierFor(client)
 	b := &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: DefaultQueueTimeout}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
-		return nil, err
+		return nil, failed(err, n)
+	}
+	if err := only(c.Config(), "NewFair", queueTimeoutKey{}); err != nil {
+		return nil, failed(err, n)
+	}
+	if v, ok := c.Config().Setting(queueTimeoutKey{}); ok {
+		if b.queueTimeout = v.(time.Duration); b.queueTimeout < 10*time.Millisecond {
+			return nil, failed(fmt.Errorf("redislock: queue timeout %v is shorter than 10ms", b.queueTimeout), n)
+		}
 	}
 	return &Locker{Client: c, notifier: n}, nil
 }
@@ -45,15 +63,15 @@ type fairBackend struct {
 }
 
 var (
-	_ dlock.Backend   = (*fairBackend)(nil)
-	_ dlock.Notifier  = (*fairBackend)(nil)
-	_ dlock.Leaver    = (*fairBackend)(nil)
+	_ driver.Backend  = (*fairBackend)(nil)
+	_ driver.Notifier = (*fairBackend)(nil)
+	_ driver.Leaver   = (*fairBackend)(nil)
 	_ dlock.Inspector = (*fairBackend)(nil)
 )
 
 func (k keys) fair() []string { return []string{k.lock, k.fence, k.queue, k.timeouts} }
 
-func (b *fairBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	k := keysFor(r.Name)
 	hold := r.Owner
 	wait := "0"
@@ -63,20 +81,20 @@ func (b *fairBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant
 	res, err := fairAcquireScript.Run(ctx, b.client, k.fair(), r.Owner, ms(r.TTL), hold, wait,
 		ms(b.queueTimeout), k.waiterPrefix, b.notifier.publishCommand()).Int64Slice()
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if len(res) != 2 {
-		return dlock.Grant{}, fmt.Errorf("redislock: fair acquire script returned %v", res)
+		return driver.Grant{}, fmt.Errorf("redislock: fair acquire script returned %v", res)
 	}
 	if res[0] == 1 {
-		return dlock.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
 	// Retry by then at the latest: the holder's lease may run out, and
 	// the queue entry must be kept fresh.
-	return dlock.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
 }
 
-func (b *fairBackend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 	k := keysFor(h.Name)
 	token := ""
 	if h.Token != 0 {
@@ -93,13 +111,13 @@ func (b *fairBackend) Release(ctx context.Context, h dlock.Hold) error {
 	return nil
 }
 
-func (b *fairBackend) Leave(ctx context.Context, r dlock.Request) error {
+func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
 	k := keysFor(r.Name)
 	return fairLeaveScript.Run(ctx, b.client, k.fair(), r.Owner, k.waiterPrefix, b.notifier.publishCommand()).Err()
 }
 
 // Subscribe listens on this waiter's own channel: only the first waiter
 // is told of a release.
-func (b *fairBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix+r.Owner)
 }

@@ -33,9 +33,10 @@ func TestFairConformance(t *testing.T) {
 	})
 }
 
-// Requests spaced in time are granted in the order they were made.
+// Requests made one after another are granted in the order they were made.
 func TestFairOrder(t *testing.T) {
 	addr := testenv.RedisAddr(t)
+	admin := client(t, addr)
 	name := dlocktest.Name(t)
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
@@ -62,7 +63,8 @@ func TestFairOrder(t *testing.T) {
 			mu.Unlock()
 			lease.Unlock(ctx)
 		}()
-		time.Sleep(30 * time.Millisecond) // space the requests
+		// The next request only once this one is queued on the server.
+		dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == int64(i+1) }, "the waiter queued")
 	}
 	first.Unlock(ctx)
 	wg.Wait()
@@ -103,6 +105,11 @@ func TestFairHerdFree(t *testing.T) {
 	const waiters = 64
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
+	// The fresh server holds the name's first grant back for one TTL:
+	// take it once with a short one.
+	if err := dlock.Do(ctx, newFair(t, client(t, srv.Addr), dlock.WithTTL(time.Second)), name, func(context.Context, dlock.Lease) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	first, err := newFair(t, client(t, srv.Addr)).Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)

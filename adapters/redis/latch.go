@@ -18,7 +18,7 @@ type Latch struct {
 	client   redis.UniversalClient
 	key      string
 	channel  string
-	notifier *notifier
+	notifier *notifierRef
 }
 
 // NewLatch returns the latch name. It does no I/O.
@@ -30,7 +30,7 @@ func NewLatch(client redis.UniversalClient, name string) (*Latch, error) {
 		return nil, err
 	}
 	k := keysFor(name)
-	return &Latch{client: client, key: k.lock + ":latch", channel: k.lock + ":latch-open", notifier: newNotifier(client)}, nil
+	return &Latch{client: client, key: k.lock + ":latch", channel: k.lock + ":latch-open", notifier: notifierFor(client)}, nil
 }
 
 // TrySetCount sets the count if the latch is open (not set, or counted to
@@ -67,4 +67,4 @@ func (l *Latch) Await(ctx context.Context) error {
 }
 
 // Close closes the latch's pub/sub connection.
-func (l *Latch) Close() error { return l.notifier.close() }
+func (l *Latch) Close() error { return l.notifier.release() }

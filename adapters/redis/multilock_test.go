@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
@@ -20,7 +21,9 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, order := range [][2]string{{x, y}, {y, x}} {
-		l0, l1 := newLocker(t, client(t, servers[0].Addr)), newLocker(t, client(t, servers[1].Addr))
+		// Fresh servers hold first grants back for one TTL: a short one.
+		ttl := dlock.WithTTL(2 * time.Second)
+		l0, l1 := newLocker(t, client(t, servers[0].Addr), ttl), newLocker(t, client(t, servers[1].Addr), ttl)
 		locker := map[string]dlock.Locker{x: l0, y: l1}
 		wg.Add(1)
 		go func() {

@@ -9,36 +9,76 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock/internal/errjoin"
+	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
-// notifier is one pub/sub connection shared by every waiter of a Locker
-// (on a Cluster, one per channel, each on the node serving the channel's
-// slot). A channel is subscribed while someone waits on it; subscribe
-// returns only after the server confirmed the subscription, so no release
-// after it is missed.
+// notifier is the pub/sub transport of one redis.UniversalClient, shared
+// by the waiters of every Locker, semaphore and latch on it: one
+// connection (on a Cluster, one per channel, each on the node serving the
+// channel's slot). A channel is subscribed while someone waits on it;
+// subscribe returns only after the server confirmed the subscription, so
+// no release after it is missed. The waiters themselves are a wakeup.Hub.
 type notifier struct {
 	client  redis.UniversalClient
 	sharded bool // Cluster: sharded pub/sub (SSUBSCRIBE/SPUBLISH)
+	hub     wakeup.Hub
 
 	mu        sync.Mutex
 	ps        *redis.PubSub            // not sharded
 	sps       map[string]*redis.PubSub // sharded, by channel
-	waiters   map[string]map[chan struct{}]struct{}
 	confirmed map[string]bool
 	pending   map[string][]chan struct{} // closed on confirmation
 	closed    bool
 }
 
-func newNotifier(c redis.UniversalClient) *notifier {
-	_, sharded := c.(*redis.ClusterClient)
-	return &notifier{
-		client:    c,
-		sharded:   sharded,
-		sps:       map[string]*redis.PubSub{},
-		waiters:   map[string]map[chan struct{}]struct{}{},
-		confirmed: map[string]bool{},
-		pending:   map[string][]chan struct{}{},
+// notifiers are the notifiers in use, one per client.
+var notifiers wakeup.Shared[redis.UniversalClient, *notifier]
+
+// notifierRef is one user's share of a notifier.
+type notifierRef struct {
+	*notifier
+	once sync.Once
+	err  error
+}
+
+// release gives the share back, once however often it is called; the last
+// share closes the notifier's connections.
+func (r *notifierRef) release() error {
+	r.once.Do(func() { r.err = r.unref() })
+	return r.err
+}
+
+// failed returns err after giving back refs: a constructor that fails
+// keeps no share.
+func failed(err error, refs ...*notifierRef) error {
+	errs := []error{err}
+	for _, r := range refs {
+		errs = append(errs, r.release())
 	}
+	return errjoin.Join(errs...)
+}
+
+// notifierFor returns a share of c's notifier; give it back with release.
+func notifierFor(c redis.UniversalClient) *notifierRef {
+	n := notifiers.Get(c, func() *notifier {
+		_, sharded := c.(*redis.ClusterClient)
+		return &notifier{
+			client:    c,
+			sharded:   sharded,
+			sps:       map[string]*redis.PubSub{},
+			confirmed: map[string]bool{},
+			pending:   map[string][]chan struct{}{},
+		}
+	})
+	return &notifierRef{notifier: n}
+}
+
+// unref gives back one use of n; the last closes its connections.
+func (n *notifier) unref() error {
+	if !notifiers.Release(n.client) {
+		return nil
+	}
+	return n.close()
 }
 
 func (n *notifier) publishCommand() string {
@@ -48,21 +88,25 @@ func (n *notifier) publishCommand() string {
 	return "publish"
 }
 
+// subscribe registers a waiter on channel and returns once the channel's
+// subscription is confirmed.
 func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
-	wake := make(chan struct{}, 1)
+	wake, remove := n.hub.Add(channel)
+	cancel := func() {
+		if remove() {
+			n.idle(channel)
+		}
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
+		remove()
 		return nil, nil, errors.New("redislock: locker closed")
 	}
 	if n.ps == nil && !n.sharded {
 		n.ps = n.client.Subscribe(context.WithoutCancel(ctx))
 		go n.run(n.ps)
 	}
-	if n.waiters[channel] == nil {
-		n.waiters[channel] = map[chan struct{}]struct{}{}
-	}
-	n.waiters[channel][wake] = struct{}{}
 	var confirmed chan struct{}
 	if !n.confirmed[channel] {
 		confirmed = make(chan struct{})
@@ -85,16 +129,13 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 			}
 			if err != nil {
 				delete(n.pending, channel)
-				n.removeLocked(channel, wake)
 				n.mu.Unlock()
+				cancel()
 				return nil, nil, err
 			}
 		}
 	}
 	n.mu.Unlock()
-
-	var once sync.Once
-	cancel := func() { once.Do(func() { n.remove(channel, wake) }) }
 	if confirmed != nil {
 		select {
 		case <-confirmed:
@@ -106,37 +147,25 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 	return wake, cancel, nil
 }
 
-func (n *notifier) remove(channel string, wake chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.removeLocked(channel, wake)
-}
-
 // idleUnsubscribe is how long a channel stays subscribed with no waiter,
 // so a Locker that waits on the same name again soon pays nothing.
 const idleUnsubscribe = time.Second
 
-func (n *notifier) removeLocked(channel string, wake chan struct{}) {
-	delete(n.waiters[channel], wake)
-	if len(n.waiters[channel]) > 0 || n.ps == nil && n.sps[channel] == nil || n.closed {
-		return
-	}
-	delete(n.waiters, channel)
-	if len(n.pending[channel]) > 0 {
-		return // a subscription is in flight; its confirmation cleans up
-	}
+// idle unsubscribes channel, which has no waiter left, unless one comes
+// back within idleUnsubscribe.
+func (n *notifier) idle(channel string) {
 	time.AfterFunc(idleUnsubscribe, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if len(n.waiters[channel]) > 0 || len(n.pending[channel]) > 0 || !n.confirmed[channel] || n.closed {
-			return
+		if n.hub.Waiting(channel) > 0 || len(n.pending[channel]) > 0 || !n.confirmed[channel] || n.closed {
+			return // waited on again, or its subscription's confirmation cleans up
 		}
 		delete(n.confirmed, channel)
 		if n.sharded {
-			_ = n.sps[channel].Close()
+			_ = n.sps[channel].Close() // its own connection; nothing else depends on the error
 			delete(n.sps, channel)
 		} else {
-			_ = n.ps.Unsubscribe(context.Background(), channel)
+			_ = n.ps.Unsubscribe(context.Background(), channel) // a failed unsubscribe only keeps the channel a while
 		}
 	})
 }
@@ -147,9 +176,9 @@ func (n *notifier) removeLocked(channel string, wake chan struct{}) {
 // have been missed while the connection was down.
 func (n *notifier) run(ps *redis.PubSub) {
 	for m := range ps.ChannelWithSubscriptions() {
-		n.mu.Lock()
 		switch m := m.(type) {
 		case *redis.Subscription:
+			n.mu.Lock()
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
 				n.confirmed[m.Channel] = true
@@ -157,28 +186,18 @@ func (n *notifier) run(ps *redis.PubSub) {
 					close(c)
 				}
 				delete(n.pending, m.Channel)
-				if len(n.waiters[m.Channel]) == 0 {
-					// Every waiter left while the subscription was in flight.
-					n.removeLocked(m.Channel, nil)
+				if n.hub.Waiting(m.Channel) == 0 {
+					n.idle(m.Channel) // every waiter left while it was in flight
 				}
-				n.wakeLocked(m.Channel)
 			case "unsubscribe", "sunsubscribe":
 				if len(n.pending[m.Channel]) == 0 {
 					delete(n.confirmed, m.Channel)
 				}
 			}
+			n.mu.Unlock()
+			n.hub.Wake(m.Channel)
 		case *redis.Message:
-			n.wakeLocked(m.Channel)
-		}
-		n.mu.Unlock()
-	}
-}
-
-func (n *notifier) wakeLocked(channel string) {
-	for w := range n.waiters[channel] {
-		select {
-		case w <- struct{}{}:
-		default:
+			n.hub.Wake(m.Channel)
 		}
 	}
 }

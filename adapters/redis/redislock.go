@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
@@ -19,7 +20,7 @@ import (
 // goroutine of a process.
 type Locker struct {
 	*dlock.Client
-	notifier *notifier
+	notifier *notifierRef
 }
 
 var (
@@ -31,42 +32,57 @@ var (
 // Sentinel failover client or a Cluster (*redis.ClusterClient, which uses
 // sharded pub/sub). New does no I/O; client stays the caller's. Each hold
 // is its own owner on the server (the Locker's label, '#', a random id).
+//
+// WithReplicas(n) makes every grant and renewal wait for n replicas
+// (failover-safe mode, see the package doc).
 func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
-	n := newNotifier(client)
-	c, err := dlock.NewClient(&backend{client: client, notifier: n}, opts...)
+	n := notifierFor(client)
+	b := &backend{client: client, notifier: n}
+	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
-		return nil, err
+		return nil, failed(err, n)
 	}
+	if err := only(c.Config(), "New", replicasKey{}); err != nil {
+		return nil, failed(err, n)
+	}
+	if b.replicas, err = replicasOf(c.Config(), client); err != nil {
+		return nil, failed(err, n)
+	}
+	b.wait = waitTimeout(c.Config().TTL)
 	return &Locker{Client: c, notifier: n}, nil
 }
 
 // Close ends every lease of l, releases their locks (see
 // dlock.Client.Close), and closes l's pub/sub connection.
 func (l *Locker) Close(ctx context.Context) error {
-	return errjoin.Join(l.Client.Close(ctx), l.notifier.close())
+	return errjoin.Join(l.Client.Close(ctx), l.notifier.release())
 }
 
-// backend implements dlock.Backend on one Redis deployment. A hold's
+// backend implements driver.Backend on one Redis deployment. A hold's
 // Handle is its hold id, naming the hold in the lock's hash: the request's
 // owner id, unique to the hold, so a hold whose acquire reply was lost can
 // be released by its owner id alone.
 type backend struct {
 	client   redis.UniversalClient
-	notifier *notifier
+	notifier *notifierRef
+	// replicas is how many replicas must acknowledge each grant and
+	// renewal (WithReplicas), within wait; 0: none.
+	replicas int
+	wait     time.Duration
 }
 
 var (
-	_ dlock.Backend   = (*backend)(nil)
-	_ dlock.Notifier  = (*backend)(nil)
+	_ driver.Backend  = (*backend)(nil)
+	_ driver.Notifier = (*backend)(nil)
 	_ dlock.Inspector = (*backend)(nil)
 )
 
 // holdOf is h's hold id: its Handle, or for the release of an acquire
 // whose outcome is unknown (nil Handle), the owner id the acquire used.
-func holdOf(h dlock.Hold) string {
+func holdOf(h driver.Hold) string {
 	if id, ok := h.Handle.(string); ok {
 		return id
 	}
@@ -76,47 +92,77 @@ func holdOf(h dlock.Hold) string {
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
 // acquireOn runs the acquire script on one server.
-func acquireOn(ctx context.Context, c redis.Scripter, r dlock.Request, hold string, incr bool) (dlock.Grant, error) {
+func acquireOn(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool) (driver.Grant, error) {
+	return acquireWith(ctx, c, r, hold, incr, 0, 0)
+}
+
+// acquireWith is acquireOn that, when replicas > 0, has the grant
+// acknowledged by that many replicas within wait, and refuses it
+// (releases it, returns ErrNotReplicated) when they do not.
+func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, replicas int, wait time.Duration) (driver.Grant, error) {
 	k := keysFor(r.Name)
 	flag := "0"
 	if incr {
 		flag = "1"
 	}
-	res, err := acquireScript.Run(ctx, c, []string{k.lock, k.fence}, r.Owner, ms(r.TTL), hold, flag).Int64Slice()
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock, k.fence}, r.Owner, ms(r.TTL), hold, flag)
+	res, err := cmd.Int64Slice()
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if len(res) != 2 {
-		return dlock.Grant{}, fmt.Errorf("redislock: acquire script returned %v", res)
+		return driver.Grant{}, fmt.Errorf("redislock: acquire script returned %v", res)
+	}
+	if res[0] == 1 && unconfirmed != nil {
+		// Granted on the master, not confirmed: refused. The Client
+		// releases a failed attempt by its owner id; a replica that kept
+		// the grant only makes the next holder wait for its expiry.
+		return driver.Grant{}, unconfirmed
 	}
 	if res[0] == 1 {
-		return dlock.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return dlock.Grant{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
 }
 
-func (b *backend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
-	return acquireOn(ctx, b.client, r, r.Owner, true)
+func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	c, err := b.master(ctx, r.Name)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	return acquireWith(ctx, c, r, r.Owner, true, b.replicas, b.wait)
 }
 
-func refreshOn(ctx context.Context, c redis.Scripter, h dlock.Hold) error {
+func refreshOn(ctx context.Context, c redis.Scripter, h driver.Hold) error {
+	return refreshWith(ctx, c, h, 0, 0)
+}
+
+// refreshWith is refreshOn that, when replicas > 0, fails the renewal
+// unless that many replicas acknowledge it within wait: the lease's
+// deadline then stays where the replicas know it to be.
+func refreshWith(ctx context.Context, c redis.Scripter, h driver.Hold, replicas int, wait time.Duration) error {
 	k := keysFor(h.Name)
-	ok, err := refreshScript.Run(ctx, c, []string{k.lock}, ms(h.TTL), holdOf(h), strconv.FormatUint(h.Token, 10)).Int64()
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, refreshScript, []string{k.lock}, ms(h.TTL), holdOf(h), strconv.FormatUint(h.Token, 10))
+	ok, err := cmd.Int64()
 	if err != nil {
 		return err
 	}
 	if ok != 1 {
 		return fmt.Errorf("%w: %q with token %d is gone from the server", dlock.ErrNotHeld, h.Name, h.Token)
 	}
-	return nil
+	return unconfirmed
 }
 
-func (b *backend) Refresh(ctx context.Context, h dlock.Hold) error {
-	return refreshOn(ctx, b.client, h)
+func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
+	c, err := b.master(ctx, h.Name)
+	if err != nil {
+		return err
+	}
+	return refreshWith(ctx, c, h, b.replicas, b.wait)
 }
 
 // releaseOn releases h on one server; a zero h.Token matches any token.
-func releaseOn(ctx context.Context, c redis.Scripter, h dlock.Hold, publish string) error {
+func releaseOn(ctx context.Context, c redis.Scripter, h driver.Hold, publish string) error {
 	k := keysFor(h.Name)
 	token := ""
 	if h.Token != 0 {
@@ -132,7 +178,7 @@ func releaseOn(ctx context.Context, c redis.Scripter, h dlock.Hold, publish stri
 	return nil
 }
 
-func (b *backend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	return releaseOn(ctx, b.client, h, b.notifier.publishCommand())
 }
 
@@ -152,7 +198,7 @@ func addressOf(c redis.UniversalClient) string {
 	return fmt.Sprintf("%T", c)
 }
 
-func (b *backend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).channel)
 }
 
@@ -172,7 +218,11 @@ func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder,
 	for field, v := range all.Val() {
 		switch {
 		case field == "\x00t":
-			h.Token, _ = strconv.ParseUint(v, 10, 64)
+			t, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return dlock.Holder{}, false, fmt.Errorf("redislock: %q holds a malformed token %q", name, v)
+			}
+			h.Token = t
 		case !strings.HasPrefix(field, "\x00"):
 			h.Owner = field
 		}

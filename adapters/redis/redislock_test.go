@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +185,71 @@ func TestTokensSurviveAnOlderCounter(t *testing.T) {
 	defer second.Unlock(ctx)
 	if second.Token() <= first.Token() {
 		t.Fatalf("token %d after %d: it went back with the counter", second.Token(), first.Token())
+	}
+}
+
+// The Lockers, semaphores and latches of one client share one pub/sub
+// connection, as tablelock's share one listener per *sql.DB.
+func TestOnePubSubConnectionPerClient(t *testing.T) {
+	server := testenv.RedisServers(t, 1)[0]
+	c := client(t, server.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	// A fresh server holds first grants back for one TTL (the package
+	// doc's "Restarts"), and a held-back Lock waits on its client's pub/sub
+	// connection: short TTLs, and a server up for longer.
+	ttl := dlock.WithTTL(2 * time.Second)
+	server.WaitUp(t, 2*time.Second)
+	holder := newLocker(t, client(t, server.Addr), ttl)
+	a, b := newLocker(t, c, ttl), newLocker(t, c, ttl)
+	sem, err := redislock.NewSemaphore(c, dlocktest.Name(t), 1, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sem.Close()
+	names := []string{dlocktest.Name(t), dlocktest.Name(t)}
+	var leases []dlock.Lease
+	for _, name := range names {
+		lease, err := holder.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	permit, err := sem.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 3)
+	go func() { _, err := a.Lock(ctx, names[0]); got <- err }()
+	go func() { _, err := b.Lock(ctx, names[1]); got <- err }()
+	go func() { _, err := sem.Acquire(ctx, 1); got <- err }()
+	// Three channels waited on: one connection subscribed to all three.
+	var list string
+	dlocktest.Eventually(t, func() bool {
+		list, err = c.ClientList(ctx).Result()
+		return err == nil && strings.Contains(list, " sub=3 ")
+	}, "the three waiters subscribed")
+	pubsub := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if !strings.Contains(line, " sub=0 ") {
+			pubsub++
+		}
+	}
+	if pubsub != 1 {
+		t.Fatalf("%d pub/sub connections for two Lockers and a semaphore on one client, want 1:\n%s", pubsub, list)
+	}
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := permit.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
@@ -51,16 +52,21 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 	if len(clients) == 0 {
 		return nil, errors.New("redislock: Redlock needs at least one server")
 	}
-	b := &redlockBackend{clients: clients, quorum: len(clients)/2 + 1}
 	for i, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: Redlock client %d is nil", i)
 		}
-		b.notifiers = append(b.notifiers, newNotifier(c))
+	}
+	b := &redlockBackend{clients: clients, quorum: len(clients)/2 + 1}
+	for _, c := range clients {
+		b.notifiers = append(b.notifiers, notifierFor(c))
 	}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
-		return nil, err
+		return nil, failed(err, b.notifiers...)
+	}
+	if err := only(c.Config(), "NewRedlock"); err != nil {
+		return nil, failed(err, b.notifiers...)
 	}
 	return &Redlock{Client: c, b: b}, nil
 }
@@ -70,20 +76,20 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 func (r *Redlock) Close(ctx context.Context) error {
 	errs := []error{r.Client.Close(ctx)}
 	for _, n := range r.b.notifiers {
-		errs = append(errs, n.close())
+		errs = append(errs, n.release())
 	}
 	return errjoin.Join(errs...)
 }
 
 type redlockBackend struct {
 	clients   []redis.UniversalClient
-	notifiers []*notifier
+	notifiers []*notifierRef
 	quorum    int
 }
 
 var (
-	_ dlock.Backend   = (*redlockBackend)(nil)
-	_ dlock.Notifier  = (*redlockBackend)(nil)
+	_ driver.Backend  = (*redlockBackend)(nil)
+	_ driver.Notifier = (*redlockBackend)(nil)
 	_ dlock.Inspector = (*redlockBackend)(nil)
 )
 
@@ -110,10 +116,10 @@ func (b *redlockBackend) each(ctx context.Context, ttl time.Duration, f func(ctx
 	return errs
 }
 
-func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	hold := r.Owner
 	start := time.Now()
-	grants := make([]dlock.Grant, len(b.clients))
+	grants := make([]driver.Grant, len(b.clients))
 	errs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
 		var err error
 		grants[i], err = acquireOn(ctx, c, r, hold, false)
@@ -136,7 +142,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 			retry = g.RetryAfter
 		}
 	}
-	h := dlock.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: hold}
+	h := driver.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: hold}
 	if len(got) >= b.quorum {
 		token := maxToken + 1
 		fenced := 0
@@ -158,13 +164,13 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 		}
 		validity := r.TTL - time.Since(start) - (r.TTL/100 + 2*time.Millisecond)
 		if fenced >= b.quorum && validity > 0 {
-			return dlock.Grant{Acquired: true, Token: token, Handle: hold}, nil
+			return driver.Grant{Acquired: true, Token: token, Handle: hold}, nil
 		}
 		if fenced >= b.quorum {
 			b.each(context.WithoutCancel(ctx), r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
 				return releaseOn(ctx, c, h, "")
 			})
-			return dlock.Grant{}, fmt.Errorf("redislock: Redlock: reaching a quorum took %v, more than the %v TTL allows; raise dlock.WithTTL", time.Since(start).Round(time.Millisecond), r.TTL)
+			return driver.Grant{}, fmt.Errorf("redislock: Redlock: reaching a quorum took %v, more than the %v TTL allows; raise dlock.WithTTL", time.Since(start).Round(time.Millisecond), r.TTL)
 		}
 	}
 	// No quorum: give back what was taken, on every server (by hold id:
@@ -175,7 +181,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 		return releaseOn(ctx, c, h, "")
 	})
 	if len(failed) > len(b.clients)-b.quorum {
-		return dlock.Grant{}, fmt.Errorf("redislock: Redlock quorum unreachable, %d of %d servers failed: %w",
+		return driver.Grant{}, fmt.Errorf("redislock: Redlock quorum unreachable, %d of %d servers failed: %w",
 			len(failed), len(b.clients), errjoin.Join(failed...))
 	}
 	if len(got) > 0 {
@@ -183,7 +189,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Gr
 		// they do not split again (the Redlock algorithm's advice).
 		retry = time.Duration(1+rand.IntN(20)) * time.Millisecond
 	}
-	return dlock.Grant{RetryAfter: retry}, nil
+	return driver.Grant{RetryAfter: retry}, nil
 }
 
 // quorumResult turns per-server results into one: nil when a majority
@@ -207,13 +213,13 @@ func (b *redlockBackend) quorumResult(what string, errs []error) error {
 	return fmt.Errorf("redislock: %s confirmed by %d of %d servers, %d needed: %w", what, ok, len(b.clients), b.quorum, errjoin.Join(errs...))
 }
 
-func (b *redlockBackend) Refresh(ctx context.Context, h dlock.Hold) error {
+func (b *redlockBackend) Refresh(ctx context.Context, h driver.Hold) error {
 	return b.quorumResult("refresh", b.each(ctx, h.TTL, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return refreshOn(ctx, c, h)
 	}))
 }
 
-func (b *redlockBackend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *redlockBackend) Release(ctx context.Context, h driver.Hold) error {
 	errs := b.each(ctx, h.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
 		return releaseOn(ctx, c, h, b.notifiers[i].publishCommand())
 	})
@@ -227,7 +233,7 @@ func (b *redlockBackend) Release(ctx context.Context, h dlock.Hold) error {
 
 // Subscribe listens on every server that answers, all at once, and wakes
 // on any.
-func (b *redlockBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (b *redlockBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
 	ch := keysFor(r.Name).channel

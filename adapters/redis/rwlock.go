@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 )
 
 // ReadWrite is a read-write lock: any number of readers, or one writer.
@@ -34,27 +35,30 @@ func NewReadWrite(client redis.UniversalClient, opts ...dlock.Option) (*ReadWrit
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
-	rn, wn := newNotifier(client), newNotifier(client)
+	rn, wn := notifierFor(client), notifierFor(client)
 	w, err := dlock.NewClient(&rwBackend{client: client, notifier: wn, mode: "write"}, opts...)
 	if err != nil {
-		return nil, err
+		return nil, failed(err, rn, wn)
+	}
+	if err := only(w.Config(), "NewReadWrite"); err != nil {
+		return nil, failed(err, rn, wn)
 	}
 	r, err := w.NewSibling(&rwBackend{client: client, notifier: rn, mode: "read"})
 	if err != nil {
-		return nil, err
+		return nil, failed(err, rn, wn)
 	}
 	return &ReadWrite{Read: &Locker{Client: r, notifier: rn}, Write: &Locker{Client: w, notifier: wn}}, nil
 }
 
 type rwBackend struct {
 	client   redis.UniversalClient
-	notifier *notifier
+	notifier *notifierRef
 	mode     string
 }
 
 var (
-	_ dlock.Backend   = (*rwBackend)(nil)
-	_ dlock.Notifier  = (*rwBackend)(nil)
+	_ driver.Backend  = (*rwBackend)(nil)
+	_ driver.Notifier = (*rwBackend)(nil)
 	_ dlock.Inspector = (*rwBackend)(nil)
 )
 
@@ -72,22 +76,22 @@ func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl t
 // of one call chain share the owner id.
 func (b *rwBackend) holdID(owner string) string { return b.mode + ":" + owner }
 
-func (b *rwBackend) Acquire(ctx context.Context, r dlock.Request) (dlock.Grant, error) {
+func (b *rwBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	hold := b.holdID(r.Owner)
 	res, err := b.run(ctx, b.mode, r.Name, r.Owner, hold, r.TTL)
 	if err != nil {
-		return dlock.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if len(res) != 2 {
-		return dlock.Grant{}, fmt.Errorf("redislock: rwlock script returned %v", res)
+		return driver.Grant{}, fmt.Errorf("redislock: rwlock script returned %v", res)
 	}
 	if res[0] == 1 {
-		return dlock.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return dlock.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
 }
 
-func (b *rwBackend) Refresh(ctx context.Context, h dlock.Hold) error {
+func (b *rwBackend) Refresh(ctx context.Context, h driver.Hold) error {
 	res, err := b.run(ctx, "refresh", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
 	if err != nil {
 		return err
@@ -98,7 +102,7 @@ func (b *rwBackend) Refresh(ctx context.Context, h dlock.Hold) error {
 	return nil
 }
 
-func (b *rwBackend) Release(ctx context.Context, h dlock.Hold) error {
+func (b *rwBackend) Release(ctx context.Context, h driver.Hold) error {
 	res, err := b.run(ctx, "release", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
 	if err != nil {
 		return err
@@ -112,7 +116,7 @@ func (b *rwBackend) Release(ctx context.Context, h dlock.Hold) error {
 // Identity implements dlock.Identifier.
 func (b *rwBackend) Identity() string { return "redis-rw-" + b.mode + ":" + addressOf(b.client) }
 
-func (b *rwBackend) Subscribe(ctx context.Context, r dlock.Request) (<-chan struct{}, func(), error) {
+func (b *rwBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).lock+":rw-released")
 }
 

@@ -13,11 +13,9 @@ import (
 	"github.com/dlockhq/dlock"
 )
 
-// ErrUnknownPermit is returned by Permit.Release and Permit.Refresh for a
-// permit the semaphore does not hold: released already, or expired (its
-// permits were free for others before the release, so the holder was not
-// protected to the end).
-var ErrUnknownPermit = errors.New("redislock: unknown or expired permit")
+// ErrUnknownPermit is dlock.ErrUnknownPermit, returned by Permit.Release
+// and Permit.Refresh for a permit no longer held.
+var ErrUnknownPermit = dlock.ErrUnknownPermit
 
 // Semaphore limits how many holders use a resource at once: at most its
 // capacity in permits are out at any time. Each acquired Permit has its
@@ -37,13 +35,14 @@ type Semaphore struct {
 	channel  string
 	capacity int
 	lease    time.Duration
-	notifier *notifier
+	notifier *notifierRef
 }
 
 // NewSemaphore returns the semaphore name with capacity permits; every
-// process using name must give the same capacity. lease is how long a
-// permit lasts unless refreshed. It does no I/O.
-func NewSemaphore(client redis.UniversalClient, name string, capacity int, lease time.Duration) (*Semaphore, error) {
+// process using name must give the same capacity. A permit lasts the TTL
+// (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed; no other
+// option applies. It does no I/O.
+func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
 	}
@@ -53,27 +52,45 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, lease
 	if capacity <= 0 {
 		return nil, fmt.Errorf("redislock: semaphore capacity must be positive, got %d", capacity)
 	}
-	if lease <= 0 {
-		return nil, fmt.Errorf("redislock: permit lease must be positive, got %v", lease)
+	cfg, err := dlock.NewConfig(opts...)
+	if err != nil {
+		return nil, err
 	}
+	if err := only(cfg, "NewSemaphore"); err != nil {
+		return nil, err
+	}
+	lease := cfg.TTL
 	k := keysFor(name)
 	return &Semaphore{
 		client: client, name: name, capacity: capacity, lease: lease,
 		keys:     [3]string{k.lock + ":permits", k.lock + ":permit-sizes", k.fence},
 		channel:  k.lock + ":permit-released",
-		notifier: newNotifier(client),
+		notifier: notifierFor(client),
 	}, nil
 }
 
 // Permit is n permits held together until Release or their lease ends.
 type Permit struct {
-	ID string
-	N  int
-	// Token is a fencing token: it increases across the permits of one
-	// semaphore.
-	Token uint64
+	id    string
+	n     int
+	token uint64
 	s     *Semaphore
 }
+
+var (
+	_ dlock.Semaphore = (*Semaphore)(nil)
+	_ dlock.Permit    = (*Permit)(nil)
+)
+
+// ID is the permit's id in the semaphore's sorted set.
+func (p *Permit) ID() string { return p.id }
+
+// N is how many permits it holds.
+func (p *Permit) N() int { return p.n }
+
+// Token is a fencing token: it increases across the permits of one
+// semaphore.
+func (p *Permit) Token() uint64 { return p.token }
 
 func (s *Semaphore) check(n int) error {
 	if n <= 0 || n > s.capacity {
@@ -113,7 +130,7 @@ func (s *Semaphore) Available(ctx context.Context) (free, inUse int, err error) 
 
 // TryAcquire takes n permits if they are free now; it returns
 // dlock.ErrNotAcquired otherwise. ctx governs the request.
-func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, n int) (dlock.Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
@@ -125,13 +142,13 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
 	if token == 0 {
 		return nil, fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name)
 	}
-	return &Permit{ID: id, N: n, Token: token, s: s}, nil
+	return &Permit{id: id, n: n, token: token, s: s}, nil
 }
 
 // Acquire takes n permits, waiting until they are free or ctx ends: woken
 // by pub/sub when permits are released, and when the earliest permit's
 // lease runs out.
-func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
+func (s *Semaphore) Acquire(ctx context.Context, n int) (dlock.Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
@@ -146,13 +163,13 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{ID: id, N: n, Token: token, s: s}, nil
+	return &Permit{id: id, n: n, token: token, s: s}, nil
 }
 
 // Release gives the permits back and wakes waiters. It returns
 // ErrUnknownPermit if they were already released or had expired.
 func (p *Permit) Release(ctx context.Context) error {
-	ok, err := semReleaseScript.Run(ctx, p.s.client, p.s.keys[:], p.ID, p.s.channel, p.s.notifier.publishCommand()).Int64()
+	ok, err := semReleaseScript.Run(ctx, p.s.client, p.s.keys[:], p.id, p.s.channel, p.s.notifier.publishCommand()).Int64()
 	if err != nil {
 		return err
 	}
@@ -160,25 +177,25 @@ func (p *Permit) Release(ctx context.Context) error {
 	case 1:
 		return nil
 	case -1:
-		return fmt.Errorf("%w: %s had expired before its release", ErrUnknownPermit, p.ID)
+		return fmt.Errorf("%w: %s had expired before its release", ErrUnknownPermit, p.id)
 	}
-	return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
+	return fmt.Errorf("%w: %s", ErrUnknownPermit, p.id)
 }
 
 // Refresh extends the permits' lease by the semaphore's lease from now.
 func (p *Permit) Refresh(ctx context.Context) error {
-	ok, err := semRefreshScript.Run(ctx, p.s.client, p.s.keys[:], p.ID, ms(p.s.lease)).Int64()
+	ok, err := semRefreshScript.Run(ctx, p.s.client, p.s.keys[:], p.id, ms(p.s.lease)).Int64()
 	if err != nil {
 		return err
 	}
 	if ok != 1 {
-		return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
+		return fmt.Errorf("%w: %s", ErrUnknownPermit, p.id)
 	}
 	return nil
 }
 
 // Close closes the semaphore's pub/sub connection.
-func (s *Semaphore) Close() error { return s.notifier.close() }
+func (s *Semaphore) Close() error { return s.notifier.release() }
 
 // randomID is a permit id: 64 random bits in hex.
 func randomID() string {

@@ -16,7 +16,7 @@ import (
 
 func newSemaphore(t *testing.T, addr, name string, capacity int, lease time.Duration) *redislock.Semaphore {
 	t.Helper()
-	s, err := redislock.NewSemaphore(client(t, addr), name, capacity, lease)
+	s, err := redislock.NewSemaphore(client(t, addr), name, capacity, dlock.WithTTL(lease))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,8 @@ func TestSemaphoreReleaseExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Token <= p.Token {
-		t.Fatalf("permit tokens %d then %d", p.Token, q.Token)
+	if q.Token() <= p.Token() {
+		t.Fatalf("permit tokens %d then %d", p.Token(), q.Token())
 	}
 	if err := q.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -144,16 +144,16 @@ func TestSemaphoreReleaseExpired(t *testing.T) {
 func TestSemaphoreBadInput(t *testing.T) {
 	c := client(t, testenv.RedisAddr(t))
 	for what, f := range map[string]func() error{
-		"zero capacity": func() error { _, err := redislock.NewSemaphore(c, "s", 0, time.Second); return err },
-		"no lease":      func() error { _, err := redislock.NewSemaphore(c, "s", 1, 0); return err },
-		"empty name":    func() error { _, err := redislock.NewSemaphore(c, "", 1, time.Second); return err },
+		"zero capacity": func() error { _, err := redislock.NewSemaphore(c, "s", 0, dlock.WithTTL(time.Second)); return err },
+		"no lease":      func() error { _, err := redislock.NewSemaphore(c, "s", 1, dlock.WithTTL(0)); return err },
+		"empty name":    func() error { _, err := redislock.NewSemaphore(c, "", 1, dlock.WithTTL(time.Second)); return err },
 		"zero permits": func() error {
-			s, _ := redislock.NewSemaphore(c, "s", 2, time.Second)
+			s, _ := redislock.NewSemaphore(c, "s", 2, dlock.WithTTL(time.Second))
 			_, err := s.TryAcquire(context.Background(), 0)
 			return err
 		},
 		"more than capacity": func() error {
-			s, _ := redislock.NewSemaphore(c, "s", 2, time.Second)
+			s, _ := redislock.NewSemaphore(c, "s", 2, dlock.WithTTL(time.Second))
 			_, err := s.Acquire(context.Background(), 3)
 			return err
 		},
@@ -167,7 +167,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 			t.Errorf("%s: accepted", what)
 		}
 	}
-	s, _ := redislock.NewSemaphore(c, dlocktest.Name(t), 1, time.Second)
+	s, _ := redislock.NewSemaphore(c, dlocktest.Name(t), 1, dlock.WithTTL(time.Second))
 	defer s.Close()
 	p, _ := s.TryAcquire(context.Background(), 1)
 	p.Release(context.Background())
@@ -225,4 +225,15 @@ func TestLatch(t *testing.T) {
 	if n := released.Load(); n != waiters {
 		t.Fatalf("%d of %d waiters released", n, waiters)
 	}
+}
+
+// The shared contract of dlock.Semaphore, each semaphore on a client of
+// its own.
+func TestSemaphoreConformance(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	dlocktest.RunSemaphore(t, dlocktest.SemaphoreHarness{
+		New: func(t *testing.T, name string, capacity int) dlock.Semaphore {
+			return newSemaphore(t, addr, name, capacity, 10*time.Second)
+		},
+	})
 }

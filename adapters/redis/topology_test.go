@@ -2,7 +2,9 @@ package redislock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
 )
 
 // The lock and the fair lock on a 3-master Redis Cluster: one lock's keys
@@ -72,18 +75,7 @@ func TestSentinel(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Master.Stop()
-		sentinel := redis.NewSentinelClient(&redis.Options{Addr: s.SentinelAddr})
-		defer sentinel.Close()
-		for {
-			addr, err := sentinel.GetMasterAddrByName(ctx, s.MasterName).Result()
-			if err == nil && addr[0]+":"+addr[1] == s.Replica.Addr {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("Sentinel did not promote the replica: %v %v", addr, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		s.WaitPromoted(t)
 		next := newLocker(t, failover(t, s))
 		// The lock was replicated (asynchronously) before the failover:
 		// if it survived, the holder keeps it and nobody else gets it; if
@@ -120,4 +112,125 @@ func TestSentinel(t *testing.T) {
 			t.Fatalf("token %d after the failover, %d before", taken.Token(), lease.Token())
 		}
 	})
+}
+
+// Failover-safe mode (WithReplicas): a grant that the replica has not
+// acknowledged is refused and leaves nothing behind; a renewal that is not
+// acknowledged does not extend the lease; a grant that was acknowledged
+// survives the failover that promotes the replica (and is renewed again
+// once the old master is back as the new one's replica).
+func TestReplicas(t *testing.T) {
+	s := testenv.StartRedisSentinel(t)
+	safe := func(t *testing.T, opts ...dlock.Option) *redislock.Locker {
+		return newLocker(t, failover(t, s), append([]dlock.Option{redislock.WithReplicas(1)}, opts...)...)
+	}
+	t.Run("Conformance", func(t *testing.T) {
+		dlocktest.Run(t, dlocktest.Harness{
+			New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { return safe(t, opts...) },
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	t.Run("UnacknowledgedGrantRefused", func(t *testing.T) {
+		name := dlocktest.Name(t)
+		l := safe(t, dlock.WithTTL(300*time.Millisecond))
+		s.Replica.Freeze()
+		_, err := l.TryLock(ctx, name)
+		s.Replica.Thaw()
+		if !errors.Is(err, redislock.ErrNotReplicated) {
+			t.Fatalf("TryLock with the replica frozen: %v, want ErrNotReplicated", err)
+		}
+		dlocktest.Eventually(t, func() bool {
+			_, held, err := l.Inspect(ctx, name)
+			return err == nil && !held
+		}, "the refused grant was released")
+		lease, err := l.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("TryLock with the replica back: %v", err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("UnacknowledgedRenewalEndsLease", func(t *testing.T) {
+		l := safe(t, dlock.WithTTL(600*time.Millisecond))
+		lease, err := l.Lock(ctx, dlocktest.Name(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Replica.Freeze()
+		defer s.Replica.Thaw()
+		select {
+		case <-lease.Done():
+		case <-time.After(dlocktest.Timeout):
+			t.Fatal("the lease outlived renewals no replica acknowledged")
+		}
+		if !errors.Is(lease.Err(), dlock.ErrLost) {
+			t.Fatalf("lease ended with %v, want ErrLost", lease.Err())
+		}
+	})
+	t.Run("GrantSurvivesFailover", func(t *testing.T) {
+		name := dlocktest.Name(t)
+		// The fresh master holds the name's first grant back for one TTL
+		// (the package doc's "Restarts"): take it once with a short one.
+		if err := dlock.Do(ctx, safe(t, dlock.WithTTL(time.Second)), name, func(context.Context, dlock.Lease) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		holder := safe(t, dlock.WithTTL(time.Minute))
+		lease, err := holder.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Failover(t)
+		var refreshErr error
+		dlocktest.Eventually(t, func() bool { // the holder's client finds the new master
+			refreshErr = lease.Refresh(ctx)
+			return refreshErr == nil || errors.Is(refreshErr, dlock.ErrNotHeld)
+		}, "the holder reaches the promoted replica")
+		if refreshErr != nil {
+			t.Fatalf("an acknowledged grant did not survive the failover: %v", refreshErr)
+		}
+		next := newLocker(t, failover(t, s))
+		if _, err := next.TryLock(ctx, name); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("TryLock on the promoted replica while the holder keeps its lease: %v", err)
+		}
+	})
+}
+
+// Settings are checked before any I/O: WithReplicas needs a replica, and
+// each option of this package is refused by a constructor that would not
+// apply it, and by another package's.
+func TestReplicasOption(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, n := range []int{0, -1} {
+		if _, err := redislock.New(c, redislock.WithReplicas(n)); err == nil {
+			t.Errorf("WithReplicas(%d) accepted", n)
+		}
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	if _, err := redislock.New(ring, redislock.WithReplicas(1)); err == nil {
+		t.Error("WithReplicas on a Ring accepted")
+	}
+	if _, err := redislock.NewFair(c, redislock.WithReplicas(1)); err == nil {
+		t.Error("NewFair took WithReplicas, which it does not apply")
+	}
+	if _, err := redislock.New(c, redislock.WithQueueTimeout(time.Second)); err == nil {
+		t.Error("New took WithQueueTimeout, an option of NewFair")
+	}
+	if _, err := redislock.NewFair(c, redislock.WithQueueTimeout(time.Millisecond)); err == nil {
+		t.Error("WithQueueTimeout(1ms) accepted")
+	}
+	if _, err := redislock.NewSemaphore(c, "s", 1, redislock.WithReplicas(1)); err == nil {
+		t.Error("NewSemaphore took WithReplicas, which it does not apply")
+	}
+	db, err := sql.Open("pgx", "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := tablelock.New(db, redislock.WithReplicas(1)); err == nil || !strings.Contains(err.Error(), "adapters/redis") {
+		t.Errorf("tablelock.New with a redislock option: %v, want an error naming the option's package", err)
+	}
 }

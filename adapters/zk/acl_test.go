@@ -24,11 +24,14 @@ func TestDigestACL(t *testing.T) {
 	if err := alice.AddAuth("digest", []byte("alice:secret")); err != nil {
 		t.Fatal(err)
 	}
-	l, err := zklock.New(alice, aclRoot, dlock.WithTTL(4*time.Second))
+	l, err := zklock.New(alice, aclRoot, dlock.WithTTL(4*time.Second), zklock.WithACL(zk.DigestACL(zk.PermAll, "alice", "secret")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l = testenv.Closing(t, l.WithACL(zk.DigestACL(zk.PermAll, "alice", "secret")))
+	l = testenv.Closing(t, l)
+	if _, err := zklock.New(alice, aclRoot, zklock.WithACL(nil)); err == nil {
+		t.Error("WithACL(nil) accepted")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
 	name := dlocktest.Name(t)

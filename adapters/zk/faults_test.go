@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(childEnv); name != "" {
 		holdAndHang(name)
 	}
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 // A holder process killed with SIGKILL: its session expires on the server

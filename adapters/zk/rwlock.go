@@ -34,8 +34,8 @@ func NewReadWrite(conn *zk.Conn, root string, opts ...dlock.Option) (*ReadWrite,
 		return nil, err
 	}
 	rb := newBackend(conn, root, "read", ".rw")
-	rb.patience = w.b.patience
-	rc, err := w.Client.NewSibling(rb)
+	rb.patience, rb.acl = w.b.patience, w.b.acl
+	rc, err := w.NewSibling(rb)
 	if err != nil {
 		return nil, err
 	}

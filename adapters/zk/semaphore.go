@@ -14,12 +14,13 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
-// ErrUnknownPermit is returned by Permit.Release and Permit.Refresh for a
-// permit the semaphore does not hold: released already, or gone with the
-// session that took it.
-var ErrUnknownPermit = errors.New("zklock: unknown or expired permit")
+// ErrUnknownPermit is dlock.ErrUnknownPermit, returned by Permit.Release
+// and Permit.Refresh for a permit no longer held.
+var ErrUnknownPermit = dlock.ErrUnknownPermit
 
 // Semaphore limits how many holders use a resource at once: at most its
 // capacity in permits are out at any time. It is Curator's
@@ -40,8 +41,9 @@ type Semaphore struct {
 
 // NewSemaphore returns the semaphore name with capacity permits under
 // root; every process using name must give the same capacity. It does no
-// I/O; conn stays the caller's.
-func NewSemaphore(conn *zk.Conn, root, name string, capacity int) (*Semaphore, error) {
+// I/O; conn stays the caller's. Of the options, WithACL applies (permits
+// last as long as their session, so a TTL does not).
+func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if conn == nil {
 		return nil, errors.New("zklock: nil *zk.Conn")
 	}
@@ -54,33 +56,48 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int) (*Semaphore, e
 	if capacity <= 0 {
 		return nil, fmt.Errorf("zklock: semaphore capacity must be positive, got %d", capacity)
 	}
-	return &Semaphore{
+	cfg, err := dlock.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	acl, err := aclOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Semaphore{
 		mutex:    newBackend(conn, root, "lock", ".sem"),
 		leases:   newBackend(conn, root, "lease", ".leases"),
 		name:     name,
 		capacity: capacity,
-	}, nil
-}
-
-// WithACL sets the ACL of the nodes s creates. Call it before first use.
-func (s *Semaphore) WithACL(acl []zk.ACL) *Semaphore {
+	}
 	s.mutex.acl, s.leases.acl = acl, acl
-	return s
+	return s, nil
 }
 
 // Permit is n permits held together until Release or the end of the
 // session that took them.
 type Permit struct {
-	// ID is the permit's lease node.
-	ID string
-	// N is how many permits it holds.
-	N int
-	// Token is the lease node's Czxid: it increases across permits of the
-	// ensemble, a fencing token for what the permit guards.
-	Token uint64
+	id    string
+	n     int
+	token uint64
 	s     *Semaphore
 	hold  holdNode
 }
+
+var (
+	_ dlock.Semaphore = (*Semaphore)(nil)
+	_ dlock.Permit    = (*Permit)(nil)
+)
+
+// ID is the permit's lease node.
+func (p *Permit) ID() string { return p.id }
+
+// N is how many permits it holds.
+func (p *Permit) N() int { return p.n }
+
+// Token is the lease node's Czxid: it increases across the permits of the
+// ensemble, a fencing token for what the permit guards.
+func (p *Permit) Token() uint64 { return p.token }
 
 func (s *Semaphore) check(n int) error {
 	if n <= 0 || n > s.capacity {
@@ -91,24 +108,34 @@ func (s *Semaphore) check(n int) error {
 
 // TryAcquire takes n permits if they are free now; it returns
 // dlock.ErrNotAcquired otherwise, also when another client is acquiring.
-func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Permit, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, n int) (dlock.Permit, error) {
 	return s.acquire(ctx, n, false)
 }
 
 // Acquire takes n permits, waiting until they are free or ctx ends; a
 // cancelled Acquire leaves no node behind.
-func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permit, error) {
+func (s *Semaphore) Acquire(ctx context.Context, n int) (dlock.Permit, error) {
 	return s.acquire(ctx, n, true)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, error) {
+// acquire is TryAcquire (wait false) or Acquire. A wait that ctx ended
+// fails with dlock.ErrNotAcquired joined with ctx's error, as a Lock does.
+func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (dlock.Permit, error) {
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
+	p, err := s.take(ctx, n, wait)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, dlock.ErrNotAcquired) {
+		err = errjoin.Join(dlock.ErrNotAcquired, ctx.Err(), err)
+	}
+	return p, err
+}
+
+func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
-	r := dlock.Request{Name: s.name, Owner: hex.EncodeToString(g[:]), Wait: wait}
-	var mutex dlock.Grant
+	r := driver.Request{Name: s.name, Owner: hex.EncodeToString(g[:]), Wait: wait}
+	var mutex driver.Grant
 	var err error
 	if wait {
 		mutex, err = s.mutex.AcquireWait(ctx, r)
@@ -121,7 +148,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = s.mutex.Release(context.WithoutCancel(ctx), dlock.Hold{Handle: mutex.Handle}) }()
+	defer func() { _ = s.mutex.Release(context.WithoutCancel(ctx), driver.Hold{Handle: mutex.Handle}) }()
 
 	b := s.leases
 	dir := b.dir(s.name)
@@ -130,7 +157,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 		return nil, err
 	}
 	session := b.conn.SessionID()
-	leave := func(cause error) (*Permit, error) {
+	leave := func(cause error) (dlock.Permit, error) {
 		b.remove(dir, node, session)
 		return nil, cause
 	}
@@ -152,7 +179,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 			if err != nil {
 				return leave(err)
 			}
-			return &Permit{ID: node, N: n, Token: token, s: s, hold: holdNode{node, session}}, nil
+			return &Permit{id: node, n: n, token: token, s: s, hold: holdNode{node, session}}, nil
 		}
 		if !wait {
 			return leave(fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name))
@@ -160,7 +187,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (*Permit, err
 		select {
 		case <-watch:
 		case <-ctx.Done():
-			return leave(ctx.Err())
+			return leave(errjoin.Join(dlock.ErrNotAcquired, ctx.Err()))
 		}
 	}
 }
@@ -188,9 +215,9 @@ func used(children []string) int {
 // queue. It returns ErrUnknownPermit if they were already released or went
 // with their session.
 func (p *Permit) Release(ctx context.Context) error {
-	if err := p.s.leases.Release(ctx, dlock.Hold{Handle: p.hold}); err != nil {
+	if err := p.s.leases.Release(ctx, driver.Hold{Handle: p.hold}); err != nil {
 		if errors.Is(err, dlock.ErrNotHeld) {
-			return fmt.Errorf("%w: %s", ErrUnknownPermit, p.ID)
+			return fmt.Errorf("%w: %s", ErrUnknownPermit, p.id)
 		}
 		return err
 	}
@@ -201,7 +228,7 @@ func (p *Permit) Release(ctx context.Context) error {
 // them is the connection's and their node exists. It returns
 // ErrUnknownPermit if not, and another error if it cannot tell.
 func (p *Permit) Refresh(ctx context.Context) error {
-	err := p.s.leases.Refresh(ctx, dlock.Hold{Handle: p.hold})
+	err := p.s.leases.Refresh(ctx, driver.Hold{Handle: p.hold})
 	if errors.Is(err, dlock.ErrNotHeld) {
 		return fmt.Errorf("%w: %w", ErrUnknownPermit, err)
 	}

@@ -92,8 +92,8 @@ func TestSemaphore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Token <= two.Token {
-		t.Errorf("tokens %d then %d do not increase", two.Token, one.Token)
+	if one.Token() <= two.Token() {
+		t.Errorf("tokens %d then %d do not increase", two.Token(), one.Token())
 	}
 	if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire on a full semaphore: %v, want ErrNotAcquired", err)
@@ -114,7 +114,7 @@ func TestSemaphore(t *testing.T) {
 	}
 
 	// A waiter for two permits gets them when two are released.
-	got := make(chan *zklock.Permit, 1)
+	got := make(chan dlock.Permit, 1)
 	go func() {
 		p, err := s.Acquire(ctx, 2)
 		if err != nil {
@@ -213,8 +213,8 @@ func TestSemaphoreSessionEnds(t *testing.T) {
 	go func() {
 		p, err := waiter.Acquire(ctx, 1)
 		if err == nil {
-			if p.Token <= held.Token {
-				err = fmt.Errorf("token %d after %d", p.Token, held.Token)
+			if p.Token() <= held.Token() {
+				err = fmt.Errorf("token %d after %d", p.Token(), held.Token())
 			}
 			err = errors.Join(err, p.Release(ctx))
 		}
@@ -242,7 +242,7 @@ func TestSemaphoreHerdFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	permits := make(chan *zklock.Permit, waiters)
+	permits := make(chan dlock.Permit, waiters)
 	for range waiters {
 		s := newSemaphore(t, conn, name, 1)
 		go func() {
@@ -285,4 +285,15 @@ func TestSemaphoreHerdFree(t *testing.T) {
 		t.Fatalf("%.2f requests per hand-off: waiters are stampeding", perHandOff)
 	}
 	noOrphans(t, conn)
+}
+
+// The shared contract of dlock.Semaphore, each semaphore on a connection
+// of its own.
+func TestSemaphoreConformance(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	dlocktest.RunSemaphore(t, dlocktest.SemaphoreHarness{
+		New: func(t *testing.T, name string, capacity int) dlock.Semaphore {
+			return newSemaphore(t, testenv.ZK(t, addrs, 10*time.Second), name, capacity)
+		},
+	})
 }

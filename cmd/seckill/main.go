@@ -35,18 +35,20 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlockhq/dlock"
-	redislock "github.com/dlockhq/dlock/adapters/redis"
-	zklock "github.com/dlockhq/dlock/adapters/zk"
-	"github.com/dlockhq/dlock/advisory"
 	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/seckill"
-	"github.com/dlockhq/dlock/tablelock"
 )
 
-// strategyNames in report order; "all" runs them all.
-var strategyNames = []string{"none", "atomic", "pessimistic", "optimistic", "tablelock", "advisory", "redis", "redis-fair", "zk", "segmented"}
+// strategyNames are the registered strategies, in report order; "all"
+// runs them all.
+var strategyNames = func() []string {
+	var names []string
+	for _, e := range seckill.Strategies {
+		names = append(names, e.Name)
+	}
+	return names
+}()
 
 type options struct {
 	db         string
@@ -183,7 +185,7 @@ func open(ctx context.Context, o options) (*env, error) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := db.PingContext(pctx); err != nil {
-			db.Close()
+			_ = db.Close() // unreachable: the ping's error is the one to report
 			return nil, fmt.Errorf("%s not reachable at %s: %v (start it with scripts/services.sh up, or set %s)",
 				o.db, servers.Redact(dsn), err, map[string]string{"pgx": servers.PostgresEnv, "mysql": servers.MySQLEnv}[driver])
 		}
@@ -202,13 +204,13 @@ func open(ctx context.Context, o options) (*env, error) {
 	if c, err := net.DialTimeout("tcp", servers.RedisAddr(), time.Second); err != nil {
 		e.redisErr = fmt.Errorf("redis not reachable at %s", servers.RedisAddr())
 	} else {
-		c.Close()
+		_ = c.Close() // a probe: it only had to connect
 		e.redis = redis.NewClient(&redis.Options{Addr: servers.RedisAddr(), PoolSize: 4 * o.buyers})
 	}
 	e.zkErr = fmt.Errorf("zookeeper not reachable at %s", strings.Join(servers.ZKAddrs(), ","))
 	for _, a := range servers.ZKAddrs() {
 		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
-			c.Close()
+			_ = c.Close() // a probe: it only had to connect
 			conn, _, err := zk.Connect(servers.ZKAddrs(), 10*time.Second, zk.WithLogInfo(false))
 			if err == nil {
 				e.zk, e.zkErr = conn, nil
@@ -219,77 +221,38 @@ func open(ctx context.Context, o options) (*env, error) {
 	return e, nil
 }
 
-func (e *env) close() {
-	e.db.Close()
-	e.locks.Close()
+// close closes the run's connections and reports the first failure.
+func (e *env) close() error {
+	errs := []error{e.db.Close(), e.locks.Close()}
 	if e.redis != nil {
-		e.redis.Close()
+		errs = append(errs, e.redis.Close())
 	}
 	if e.zk != nil {
 		e.zk.Close()
 	}
+	return errors.Join(errs...)
 }
 
-// strategy builds a strategy, or says why it cannot run here.
-func (e *env) strategy(name string, o options) (seckill.Strategy, func(), error) {
-	// One Locker per strategy, shared by every buyer goroutine, as a
-	// service shares one: buyers exclude each other and queue in the
-	// process, one of them at a time contending on the server.
-	pool := func(mk func() (dlock.Locker, error)) (dlock.Locker, func(), error) {
-		l, err := mk()
-		if err != nil {
-			return nil, func() {}, err
-		}
-		return l, func() { l.(interface{ Close(context.Context) error }).Close(context.Background()) }, nil
+// strategy builds the registered strategy name, or says why it cannot run
+// here. Lock-based strategies get one Locker, shared by every buyer
+// goroutine as a service shares one: buyers exclude each other and queue
+// in the process, one of them at a time contending on the server.
+func (e *env) strategy(name string, o options) (*seckill.Registered, error) {
+	entry, ok := seckill.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown strategy %q", name)
 	}
-	var (
-		p   dlock.Locker
-		end = func() {}
-		err error
-	)
-	switch name {
-	case "none":
-		s, err := seckill.None(e.db)
-		return s, end, err
-	case "atomic":
-		s, err := seckill.Atomic(e.db)
-		return s, end, err
-	case "pessimistic":
-		s, err := seckill.Pessimistic(e.db)
-		return s, end, err
-	case "optimistic":
-		s, err := seckill.Optimistic(e.db)
-		return s, end, err
-	case "tablelock":
-		p, end, err = pool(func() (dlock.Locker, error) { return tablelock.New(e.db) })
-	case "advisory":
-		p, end, err = pool(func() (dlock.Locker, error) { return advisory.New(e.locks) })
-	case "redis", "segmented":
-		if e.redis == nil {
-			return nil, end, e.redisErr
-		}
-		p, end, err = pool(func() (dlock.Locker, error) { return redislock.New(e.redis) })
-	case "redis-fair":
-		if e.redis == nil {
-			return nil, end, e.redisErr
-		}
-		p, end, err = pool(func() (dlock.Locker, error) { return redislock.NewFair(e.redis) })
-	case "zk":
-		if e.zk == nil {
-			return nil, end, e.zkErr
-		}
-		p, end, err = pool(func() (dlock.Locker, error) { return zklock.New(e.zk, "/dlock-seckill") })
+	switch {
+	case entry.Needs == "redis" && e.redis == nil:
+		return nil, e.redisErr
+	case entry.Needs == "zk" && e.zk == nil:
+		return nil, e.zkErr
 	}
-	if err != nil {
-		return nil, end, err
+	srv := seckill.Servers{DB: e.db, Locks: e.locks, ZK: e.zk, Segments: o.segments}
+	if e.redis != nil {
+		srv.Redis = e.redis
 	}
-	var s seckill.Strategy
-	if name == "segmented" {
-		s, err = seckill.Segmented(e.db, o.segments, p)
-	} else {
-		s, err = seckill.Locked(e.db, name, p)
-	}
-	return s, end, err
+	return entry.New(srv)
 }
 
 // row is one strategy's line of the report.
@@ -307,13 +270,13 @@ type row struct {
 	VsAtomic   float64 `json:"throughput_vs_atomic,omitempty"`
 }
 
-func run(o options) error {
+func run(o options) (err error) {
 	ctx := context.Background()
 	e, err := open(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer e.close()
+	defer func() { err = errors.Join(err, e.close()) }()
 	if o.migrate {
 		if err := migrations.Up(ctx, e.db); err != nil {
 			return err
@@ -359,41 +322,28 @@ func run(o options) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	report(os.Stdout, rows, o)
-	return nil
+	return report(os.Stdout, rows, o)
 }
 
 var errSkipped = errors.New("skipped")
 
 // sale runs one strategy's sale, in this process or spread over workers.
-func sale(ctx context.Context, e *env, o options, name string, goods int64) (seckill.Result, seckill.Tally, error) {
-	segments := 0
-	if name == "segmented" {
-		segments = o.segments
+func sale(ctx context.Context, e *env, o options, name string, goods int64) (res seckill.Result, tally seckill.Tally, err error) {
+	s, err := e.strategy(name, o)
+	if err != nil {
+		return res, tally, fmt.Errorf("%w: %v", errSkipped, err)
 	}
-	if err := seckill.Reset(ctx, e.db, goods, o.stock, segments); err != nil {
-		return seckill.Result{}, seckill.Tally{}, fmt.Errorf("%w (run with --migrate to create the tables)", err)
+	defer func() { err = errors.Join(err, s.Close(context.Background())) }()
+	if err := seckill.Reset(ctx, e.db, s, goods, o.stock); err != nil {
+		return res, tally, fmt.Errorf("%w (run with --migrate to create the tables)", err)
 	}
-	var res seckill.Result
 	if o.procs == 1 {
-		s, end, err := e.strategy(name, o)
-		if err != nil {
-			end()
-			return res, seckill.Tally{}, fmt.Errorf("%w: %v", errSkipped, err)
-		}
 		res = seckill.Sell(ctx, s, goods, seckill.Users(1, o.users), o.buyers, progress(name, o.users))
-		end()
-	} else {
-		if _, _, err := e.strategy(name, o); err != nil {
-			return res, seckill.Tally{}, fmt.Errorf("%w: %v", errSkipped, err)
-		}
-		var err error
-		if res, err = spread(o, name, goods); err != nil {
-			return res, seckill.Tally{}, err
-		}
+	} else if res, err = spread(o, name, goods); err != nil {
+		return res, tally, err
 	}
 	fmt.Fprintf(os.Stderr, "\r%-12s %d/%d buyers done in %v\n", name, o.users, o.users, res.Elapsed.Round(time.Millisecond))
-	tally, err := seckill.Count(ctx, e.db, goods, segments > 0)
+	tally, err = seckill.Count(ctx, e.db, s, goods)
 	return res, tally, err
 }
 
@@ -467,18 +417,18 @@ func spread(o options, name string, goods int64) (seckill.Result, error) {
 	return res, nil
 }
 
-func runWorker(o options, w workerSpec) error {
+func runWorker(o options, w workerSpec) (err error) {
 	ctx := context.Background()
 	e, err := open(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer e.close()
-	s, end, err := e.strategy(w.strategyID, o)
-	defer end()
+	defer func() { err = errors.Join(err, e.close()) }()
+	s, err := e.strategy(w.strategyID, o)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, s.Close(context.Background())) }()
 	res := seckill.Sell(ctx, s, w.goods, seckill.Users(w.firstUser, w.users), o.buyers, nil)
 	out := workerResult{Orders: res.Orders, SoldOut: res.SoldOut, Duplicates: res.Duplicates, Failures: res.Failures}
 	if res.FirstError != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // report prints the sale's table and what it shows.
-func report(w io.Writer, rows []row, o options) {
+func report(w io.Writer, rows []row, o options) error {
 	fmt.Fprintf(w, "\nflash sale on %s: stock %d, %d users, %d concurrent buyers, %d process(es)\n\n", o.db, o.stock, o.users, o.buyers, o.procs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\torders\tstock left\toversold\tduplicates\terrors\torders/s\tp50 ms\tp99 ms\tvs atomic\t")
@@ -21,12 +21,15 @@ func report(w io.Writer, rows []row, o options) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.2f×\t\n",
 			r.Strategy, r.Orders, r.StockLeft, r.Oversold, r.Duplicates, r.Failures, r.OrdersPerS, r.P50ms, r.P99ms, r.VsAtomic)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	for _, r := range rows {
 		if r.Oversold > 0 {
 			fmt.Fprintf(w, "\n%s sold %d units of a stock of %d: concurrent buyers overwrote each other's decrements.\n", r.Strategy, r.Orders, o.stock)
 		}
 	}
+	return nil
 }
 
 // chart renders orders/s per strategy as an SVG bar chart; oversold

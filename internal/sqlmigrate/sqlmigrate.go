@@ -53,13 +53,11 @@ func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*m
 		drv, err = mysql.WithConnection(ctx, conn, &mysql.Config{MigrationsTable: table})
 	}
 	if err != nil {
-		conn.Close()
-		return err
+		return errors.Join(err, conn.Close())
 	}
 	m, err := migrate.NewWithInstance("iofs", src, dialect.String(), drv)
 	if err != nil {
-		drv.Close()
-		return err
+		return errors.Join(err, drv.Close())
 	}
 	// Close closes only the borrowed connection: the drivers were given a
 	// *sql.Conn, not the caller's *sql.DB.

@@ -55,6 +55,16 @@ func (p *Proxy) Cut() {
 	clear(p.conns)
 }
 
+// Retarget sends new connections to target and closes every open one,
+// as a virtual IP or a pooler moved to a promoted standby would.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.Cut()
+	p.Restore()
+}
+
 // Blackhole stops forwarding in both directions until Restore.
 func (p *Proxy) Blackhole() {
 	p.mu.Lock()
@@ -139,8 +149,11 @@ func (p *Proxy) serve() {
 		if !p.track(client) {
 			continue
 		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
 		go func() {
-			server, err := net.Dial("tcp", p.target)
+			server, err := net.Dial("tcp", target)
 			if err != nil || !p.track(server) {
 				client.Close()
 				return

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,14 +24,43 @@ type RedisServer struct {
 // (it has no persistence), and waits until it answers.
 func (s *RedisServer) Restart(t testing.TB) {
 	t.Helper()
+	s.restart(t, s.cmd.Args[1:])
+}
+
+// restart kills the server and starts it again on the same port and
+// directory with args.
+func (s *RedisServer) restart(t testing.TB, args []string) {
+	t.Helper()
 	s.Stop()
 	dir := s.cmd.Dir
-	s.cmd = exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	s.cmd = exec.Command(s.cmd.Path, args...)
 	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	s.waitReady(t)
+}
+
+// WaitUp waits until the server has been up for d: a fresh server holds
+// first grants back until it has been up for their TTL.
+func (s *RedisServer) WaitUp(t testing.TB, d time.Duration) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	deadline := time.Now().Add(d + 10*time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", port, "info", "server").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			if up, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+				if n, err := strconv.Atoi(up); err == nil && time.Duration(n)*time.Second >= d {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s was not up for %v in time", s.Addr, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (s *RedisServer) waitReady(t testing.TB) {
@@ -147,20 +177,33 @@ type RedisSentinel struct {
 	MasterName      string
 	Master, Replica *RedisServer
 	SentinelAddr    string
+	// link carries the replication stream from master to replica, so Lag
+	// can hold it back.
+	link *Proxy
 }
 
+// Lag holds back the replication stream: the replica stops receiving the
+// master's writes (they wait in the link, not in the replica's socket,
+// and are dropped with the master) until a Failover.
+func (s *RedisSentinel) Lag() { s.link.Blackhole() }
+
 // StartRedisSentinel starts a master, its replica and one Sentinel (quorum
-// 1, master declared down after 500ms) on loopback ports.
+// 1, master declared down after 500ms) on loopback ports. The replica
+// replicates through a proxy (see Lag); the failover timeout is long, as
+// the Sentinel would otherwise "fix" a replica whose master address is
+// not the master's after that time.
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
 	master := RedisServers(t, 1)[0]
 	_, mport, _ := net.SplitHostPort(master.Addr)
-	replica := redisServers(t, 1, func(int) []string { return []string{"--replicaof", "127.0.0.1", mport} })[0]
+	link := NewProxy(t, master.Addr)
+	_, lport, _ := net.SplitHostPort(link.Addr())
+	replica := redisServers(t, 1, func(int) []string { return []string{"--replicaof", "127.0.0.1", lport} })[0]
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
 	port := freePort(t)
 	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor dlock 127.0.0.1 %s 1\n"+
-		"sentinel down-after-milliseconds dlock 500\nsentinel failover-timeout dlock 2000\n", port, mport)
+		"sentinel down-after-milliseconds dlock 500\nsentinel failover-timeout dlock 60000\n", port, mport)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -174,17 +217,63 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	sentinel.waitReady(t)
 	// Wait until the replica has synced, so a failover has a replica to
 	// promote.
-	deadline := time.Now().Add(30 * time.Second)
+	replica.waitSynced(t)
+	return &RedisSentinel{MasterName: "dlock", Master: master, Replica: replica, SentinelAddr: sentinel.Addr, link: link}
+}
+
+// waitSynced waits until s, a replica, has synced with its master.
+func (s *RedisServer) waitSynced(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for {
-		_, rport, _ := net.SplitHostPort(replica.Addr)
-		out, _ := exec.Command("redis-cli", "-p", rport, "info", "replication").Output()
+		_, port, _ := net.SplitHostPort(s.Addr)
+		out, _ := exec.Command("redis-cli", "-p", port, "info", "replication").Output()
 		if strings.Contains(string(out), "master_link_status:up") {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the Redis replica did not sync")
+			t.Fatalf("the Redis replica %s did not sync:\n%s", s.Addr, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &RedisSentinel{MasterName: "dlock", Master: master, Replica: replica, SentinelAddr: sentinel.Addr}
+}
+
+// Failover kills the master (SIGKILL), waits until the Sentinel has
+// promoted the replica, and starts the old master again, empty, as the new
+// master's replica, as an operator would; then Master and Replica name the
+// servers' new roles. What Lag held back is lost with the master.
+func (s *RedisSentinel) Failover(t testing.TB) {
+	t.Helper()
+	s.Master.Stop()
+	s.link.Cut() // drops what the link held back
+	s.link.Restore()
+	s.WaitPromoted(t)
+	_, port, _ := net.SplitHostPort(s.Replica.Addr)
+	old := s.Master
+	args := slices.Clone(old.cmd.Args[1:])
+	if i := slices.Index(args, "--replicaof"); i >= 0 {
+		args = slices.Delete(args, i, i+3)
+	}
+	old.restart(t, append(args, "--replicaof", "127.0.0.1", port))
+	old.waitSynced(t)
+	s.Master, s.Replica = s.Replica, old
+}
+
+// WaitPromoted waits until the Sentinel names the replica as the master
+// (after the master was stopped), for at most a minute.
+func (s *RedisSentinel) WaitPromoted(t testing.TB) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Replica.Addr)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		host, sport, _ := net.SplitHostPort(s.SentinelAddr)
+		out, _ := exec.Command("redis-cli", "-h", host, "-p", sport, "sentinel", "get-master-addr-by-name", s.MasterName).Output()
+		if fields := strings.Fields(string(out)); len(fields) == 2 && fields[1] == port {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel did not promote the replica: it names %q", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -11,11 +11,12 @@ import (
 
 // SQLDatabases are the SQL servers the SQL backends' tests run against.
 var SQLDatabases = []struct {
-	Name string
-	Open func(testing.TB) *sql.DB
+	Name   string
+	Driver string // "pgx" or "mysql"
+	Open   func(testing.TB) *sql.DB
 }{
-	{"postgres", Postgres},
-	{"mysql", MySQL},
+	{"postgres", "pgx", Postgres},
+	{"mysql", "mysql", MySQL},
 }
 
 // Migrated opens a database with open and brings dlock's schema up to date.

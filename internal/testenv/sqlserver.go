@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -38,6 +39,18 @@ func (s *SQLServer) Crash() {
 		sig = syscall.SIGQUIT
 	}
 	_ = s.cmd.Process.Signal(sig)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Kill kills every process of the server at once (SIGKILL), as the loss
+// of its machine would: nothing more is written or sent to a standby.
+func (s *SQLServer) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	signalTree(s.cmd.Process.Pid, syscall.SIGSTOP) // no new children meanwhile
+	signalTree(s.cmd.Process.Pid, syscall.SIGKILL)
 	_ = s.cmd.Wait()
 	s.cmd = nil
 }
@@ -106,11 +119,21 @@ func (s *SQLServer) Freeze() { signalTree(s.cmd.Process.Pid, syscall.SIGSTOP) }
 // Thaw lets a frozen server go on.
 func (s *SQLServer) Thaw() { signalTree(s.cmd.Process.Pid, syscall.SIGCONT) }
 
-// signalTree sends sig to pid and every process descended from it, as
-// /proc shows them.
+// signalTree sends sig to pid, then to every process descended from it
+// as /proc showed them before (a killed parent's children are handed to
+// init, where they could no longer be found).
 func signalTree(pid int, sig syscall.Signal) {
+	tree := descendants(pid)
 	_ = syscall.Kill(pid, sig)
+	for _, p := range tree {
+		_ = syscall.Kill(p, sig)
+	}
+}
+
+// descendants lists the processes descended from pid.
+func descendants(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
+	var tree []int
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -124,9 +147,10 @@ func signalTree(pid int, sig syscall.Signal) {
 		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
 		fields := strings.Fields(rest)
 		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			signalTree(child, sig)
+			tree = append(append(tree, child), descendants(child)...)
 		}
 	}
+	return tree
 }
 
 // PostgresServer initialises and starts a throwaway PostgreSQL cluster
@@ -134,42 +158,67 @@ func signalTree(pid int, sig syscall.Signal) {
 // t.Cleanup stops it and removes its data.
 func PostgresServer(t testing.TB) *SQLServer {
 	t.Helper()
+	pg := newPostgresInstall(t)
+	data := filepath.Join(pg.dir, "data")
+	if out, err := pg.command("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	return pg.start(t, data)
+}
+
+// postgresInstall is the machine's PostgreSQL binaries, a directory for
+// throwaway clusters, and the user they run as.
+type postgresInstall struct {
+	bin, dir string
+	owner    *user.User // nil: the current user
+}
+
+func newPostgresInstall(t testing.TB) postgresInstall {
+	t.Helper()
 	out, err := exec.Command("pg_config", "--bindir").Output()
 	if err != nil {
 		Unavailable(t, "PostgreSQL binaries", "pg_config", "PATH", err)
 	}
-	bin := string(out[:len(out)-1])
+	pg := postgresInstall{bin: string(out[:len(out)-1])}
 	// Not t.TempDir: its parent is closed to other users.
-	dir, err := os.MkdirTemp("", "dlock-postgres-")
-	if err != nil {
+	if pg.dir, err = os.MkdirTemp("", "dlock-postgres-"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var owner *user.User
+	t.Cleanup(func() { os.RemoveAll(pg.dir) })
 	if os.Geteuid() == 0 {
-		if owner, err = user.Lookup("postgres"); err != nil {
+		if pg.owner, err = user.Lookup("postgres"); err != nil {
 			Unavailable(t, "a postgres user to run PostgreSQL as (not root)", "/etc/passwd", "PATH", err)
 		}
-		uid, _ := strconv.Atoi(owner.Uid)
-		if err := os.Chown(dir, uid, -1); err != nil {
+		uid, _ := strconv.Atoi(pg.owner.Uid)
+		if err := os.Chown(pg.dir, uid, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := command(owner, filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
+	return pg
+}
+
+// command is the PostgreSQL program name run as the install's user.
+func (pg postgresInstall) command(name string, args ...string) *exec.Cmd {
+	return command(pg.owner, filepath.Join(pg.bin, name), args...)
+}
+
+// start starts a server on the cluster in data, on a free port, and waits
+// until it serves; t.Cleanup kills it.
+func (pg postgresInstall) start(t testing.TB, data string, settings ...string) *SQLServer {
+	t.Helper()
 	port := freePort(t)
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", pg.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"}
+	for _, kv := range settings {
+		args = append(args, "-c", kv)
+	}
 	s := &SQLServer{
 		Driver: "pgx",
 		DSN:    "postgres://postgres@127.0.0.1:" + strconv.Itoa(port) + "/postgres?sslmode=disable",
 		port:   port,
-		start: func() *exec.Cmd {
-			return command(owner, filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
-				"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200")
-		},
+		start:  func() *exec.Cmd { return pg.command("postgres", args...) },
 	}
-	t.Cleanup(s.Crash)
+	t.Cleanup(s.Kill)
 	s.run(t)
 	return s
 }
@@ -177,6 +226,17 @@ func PostgresServer(t testing.TB) *SQLServer {
 // MariaDBServer initialises and starts a throwaway MariaDB server (the
 // machine's mariadbd); t.Cleanup stops it and removes its data.
 func MariaDBServer(t testing.TB) *SQLServer {
+	t.Helper()
+	s := mariadbServer(t, "--skip-log-bin")
+	if _, err := s.Exec("CREATE DATABASE test"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// mariadbServer starts a throwaway MariaDB server with args added, and
+// sets its DSN to the database test (which it does not create).
+func mariadbServer(t testing.TB, args ...string) *SQLServer {
 	t.Helper()
 	bin, err := exec.LookPath("mariadbd")
 	if err != nil {
@@ -192,25 +252,67 @@ func MariaDBServer(t testing.TB) *SQLServer {
 	}
 	port := freePort(t)
 	base := "root@tcp(127.0.0.1:" + strconv.Itoa(port) + ")/"
+	args = append([]string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "sock"), "--user=root"}, args...)
 	s := &SQLServer{
 		Driver: "mysql",
 		DSN:    base + "?parseTime=true",
 		port:   port,
-		start: func() *exec.Cmd {
-			return exec.Command(bin, "--no-defaults", "--datadir="+data, "--port="+strconv.Itoa(port),
-				"--bind-address=127.0.0.1", "--socket="+filepath.Join(dir, "sock"), "--user=root", "--skip-log-bin")
-		},
+		start:  func() *exec.Cmd { return exec.Command(bin, args...) },
 	}
 	t.Cleanup(s.Crash)
 	s.run(t)
-	db, err := sql.Open("mysql", s.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE DATABASE test"); err != nil {
-		t.Fatal(err)
-	}
 	s.DSN = base + "test?parseTime=true"
 	return s
+}
+
+// Exec runs one statement on the server (its DSN's database, or none if
+// that does not exist yet).
+func (s *SQLServer) Exec(query string, args ...any) (sql.Result, error) {
+	dsn := s.DSN
+	if s.Driver == "mysql" {
+		dsn = strings.Replace(dsn, ")/test?", ")/?", 1)
+	}
+	db, err := sql.Open(s.Driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return db.ExecContext(ctx, query, args...)
+}
+
+// Query runs one query on the server and returns the first row's
+// columns as strings, by name (nil: no row).
+func (s *SQLServer) Query(query string, args ...any) (map[string]string, error) {
+	db, err := sql.Open(s.Driver, s.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil || !rows.Next() {
+		return nil, errors.Join(err, rows.Err())
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	row := make(map[string]string, len(cols))
+	for i, c := range cols {
+		row[c] = vals[i].String
+	}
+	return row, nil
 }

@@ -1,4 +1,33 @@
-package dlock
+// Package driver is the seam between dlock's policy and a lock server, as
+// database/sql/driver is for database/sql: the types a backend implements
+// and dlock.Client drives. Users of locks never need it; implementers of a
+// new backend do.
+//
+// A Backend makes single attempts and nothing more; dlock.Client (which a
+// backend's Locker embeds, made with dlock.NewClient) adds waiting,
+// re-entry, in-process queueing, renewal, the lease's deadline and loss
+// signalling.
+//
+// Implementing a backend, the checklist:
+//
+//  1. Implement Backend, and each optional interface the server allows:
+//     Notifier (the server can push a wake-up), Blocker (it queues
+//     waiters itself), Leaver (a queue the waiter must leave),
+//     NameChecker (names it cannot take), SessionBound (holds end with a
+//     session, not at a TTL), and dlock.Inspector and dlock.Identifier.
+//  2. Assert each at compile time: var _ driver.Backend = (*T)(nil).
+//  3. Wrap it in a Locker that embeds *dlock.Client (dlock.NewClient(b,
+//     opts...)); take the backend's own settings as dlock.Options built
+//     with dlock.WithSetting, at New and nowhere else.
+//  4. Pass dlocktest.Run (and dlocktest.RunReadWrite for a read-write
+//     lock) against a real server.
+//  5. Name the server in internal/servers (its environment variable and
+//     default), start it in scripts/services.sh, and reach it through
+//     internal/testenv, so a missing server fails under
+//     DLOCK_REQUIRE_SERVICES=1 instead of skipping.
+//  6. Add a row to the fault suite (package faults: a backends entry) and
+//     to make bench (BenchUncontended, BenchContended, BenchHerd).
+package driver
 
 import (
 	"context"
@@ -11,7 +40,7 @@ type Request struct {
 	// Owner is the server-side owner id of the hold being taken: unique to
 	// this hold (Client draws a new one for every hold), or shared with a
 	// sibling Client's live hold of the same call chain (see
-	// Client.NewSibling). Retried attempts of one hold carry the same Owner.
+	// dlock.Client.NewSibling). Retried attempts of one hold carry the same Owner.
 	Owner string
 	TTL   time.Duration
 	// Wait is true for Lock's attempts, which will wait and try again, and
@@ -48,7 +77,7 @@ type Hold struct {
 }
 
 // Backend is what a lock server supplies: single attempts, no policy.
-// Client adds waiting, re-entry, renewal and loss signalling.
+// dlock.Client adds waiting, re-entry, renewal and loss signalling.
 //
 // What a failed or abandoned acquire may leave behind: nothing, once the
 // dust settles. Client races every backend call against the caller's ctx
@@ -58,22 +87,16 @@ type Hold struct {
 // Name (Owner is unique to the hold, so nothing else is touched). A
 // backend whose attempts cannot leave a hold behind (a failed attempt ends
 // its session) returns nil for such a Release.
-//
-// Implementing a backend: satisfy Backend (and Notifier, Blocker, Leaver,
-// Inspector, SessionBound where the server allows), assert it with
-// var _ dlock.Backend = (*T)(nil), pass dlocktest.Run against a real
-// server, and add the server to internal/testenv and scripts/services.sh,
-// a row to the fault suite and to make bench.
 type Backend interface {
 	// Acquire makes one attempt. It must not wait for another owner. An
 	// owner that already holds the lock on the server re-enters it and gets
 	// its current token.
 	Acquire(ctx context.Context, r Request) (Grant, error)
 	// Refresh extends h by h.TTL on the server's clock. It returns an
-	// error wrapping ErrNotHeld when h is no longer held.
+	// error wrapping dlock.ErrNotHeld when h is no longer held.
 	Refresh(ctx context.Context, h Hold) error
 	// Release gives h up (see above for Token 0 and a nil Handle). It
-	// returns an error wrapping ErrNotHeld when h was no longer held, and
+	// returns an error wrapping dlock.ErrNotHeld when h was no longer held, and
 	// another error only when h may still be held on the server: Client
 	// then retries the release in the background. ctx is never the
 	// caller's: a release is not cancelled midway.
@@ -82,9 +105,9 @@ type Backend interface {
 
 // NameChecker is implemented by backends that refuse some names every
 // other backend accepts (a ZooKeeper name that would land in the server's
-// own tree). Client calls it, before any I/O, after ValidateName.
+// own tree). dlock.Client calls it, before any I/O, after dlock.ValidateName.
 type NameChecker interface {
-	// CheckName returns an error wrapping ErrInvalidName for a name the
+	// CheckName returns an error wrapping dlock.ErrInvalidName for a name the
 	// backend cannot lock.
 	CheckName(name string) error
 }
@@ -114,4 +137,15 @@ type Leaver interface {
 type Blocker interface {
 	// AcquireWait waits on the server until the lock is held or ctx ends.
 	AcquireWait(ctx context.Context, r Request) (Grant, error)
+}
+
+// SessionBound is implemented by backends whose holds end with a session
+// (ZooKeeper nodes, advisory locks) instead of expiring on the server at
+// their TTL. Client then retries a failed release until the backend says
+// the hold is gone (its session ended) or it succeeds, never giving up
+// while the session lives: a session-bound hold left behind would block
+// its name until the process exits.
+type SessionBound interface {
+	// HoldsEndWithSession reports whether holds end only with the session.
+	HoldsEndWithSession() bool
 }

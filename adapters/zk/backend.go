@@ -1,0 +1,309 @@
+// backend implements driver.Backend on ZooKeeper with the recipe.
+
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
+)
+
+type backend struct {
+	conn      *zk.Conn
+	root      string
+	acl       []zk.ACL
+	closed    chan struct{}
+	closeOnce sync.Once
+	// kind is "lock" (a mutex), "read" or "write" (a read-write lock);
+	// suffix keeps each kind's directory apart (escape never writes '.').
+	kind, suffix string
+	// patience is how long a call retries while ZooKeeper is unreachable:
+	// the lease TTL.
+	patience time.Duration
+}
+
+func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
+	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
+}
+
+var (
+	_ driver.Backend      = (*backend)(nil)
+	_ driver.Blocker      = (*backend)(nil)
+	_ dlock.Inspector     = (*backend)(nil)
+	_ driver.SessionBound = (*backend)(nil)
+)
+
+// HoldsEndWithSession implements driver.SessionBound: a lock node lives
+// until it is deleted or its session ends.
+func (*backend) HoldsEndWithSession() bool { return true }
+
+// Acquire makes one attempt: it joins the queue only if it could hold at
+// once, and leaves again unless it can.
+func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	dir := b.dir(r.Name)
+	q, err := b.queue(dir)
+	// mine stands for the node this attempt would make, at the end.
+	mine := func() []string { return append(q, "-"+b.tag(q, r.Owner)+"-") }
+	if err == nil && b.blocker(mine(), len(q), r.Owner) != "" {
+		// A follower may not yet have applied a release that another
+		// client already saw succeed: sync it with the leader before
+		// saying no. (A stale empty queue needs no sync: the create
+		// below goes through the leader and the re-read follows it.)
+		if _, err = b.conn.Sync(dir); err == nil || errors.Is(err, zk.ErrNoNode) {
+			q, err = b.queue(dir)
+		}
+	}
+	if err != nil || b.blocker(mine(), len(q), r.Owner) != "" {
+		return driver.Grant{}, err
+	}
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	q, err = b.queue(dir)
+	token, own, terr := tokenOf()
+	if err == nil {
+		err = terr
+	}
+	if i := slices.Index(q, path.Base(node)); err == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
+		return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}, Lost: lostWhenGone(own, node)}, nil
+	}
+	b.remove(dir, node, b.conn.SessionID())
+	return driver.Grant{}, err
+}
+
+// AcquireWait joins the queue and waits, watching only the one node it
+// waits for (see blocker), until it may hold. When ctx ends it deletes its
+// node.
+func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	dir := b.dir(r.Name)
+	var q []string
+	if b.kind == "read" { // a downgrade is told by the queue before the node
+		if err := b.retry(ctx, b.conn.SessionID(), func() (err error) {
+			q, err = b.queue(dir)
+			return err
+		}); err != nil {
+			return driver.Grant{}, err
+		}
+	}
+	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	session := b.conn.SessionID()
+	leave := func(cause error) (driver.Grant, error) {
+		b.remove(dir, node, session)
+		return driver.Grant{}, cause
+	}
+	// rejoin joins the queue again when the waiting node is gone (its
+	// session expired, or someone deleted it), as Curator does: Lock waits
+	// until held or ctx ends.
+	rejoin := func() error {
+		b.remove(dir, node, session)
+		var err error
+		if node, tokenOf, err = b.create(ctx, dir, r.Owner, b.tag(nil, r.Owner)); err != nil {
+			return err
+		}
+		session = b.conn.SessionID()
+		return nil
+	}
+	// q is this waiter's view of the queue. Nodes are only appended after
+	// ours (with larger sequences) or deleted, so a view with deletions
+	// applied as they are seen is never too permissive: when the view says
+	// we may hold, we may. When the node we wait for was first in the view,
+	// its deletion thus costs us no read; otherwise nodes before it may be
+	// gone unseen, and one read beats checking them one by one.
+	q = nil
+	for {
+		fresh := q == nil
+		if q == nil {
+			err := b.retry(ctx, session, func() (err error) {
+				q, err = b.queue(dir)
+				return err
+			})
+			if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
+				q = nil
+				if err := rejoin(); err != nil {
+					return driver.Grant{}, err
+				}
+				continue
+			}
+			if err != nil {
+				return leave(err)
+			}
+		}
+		i := slices.Index(q, path.Base(node))
+		if i < 0 || b.conn.SessionID() != session {
+			q = nil
+			if err := rejoin(); err != nil {
+				return driver.Grant{}, err
+			}
+			continue
+		}
+		waitFor := b.blocker(q, i, r.Owner)
+		if waitFor == requeue {
+			q = nil
+			if err := rejoin(); err != nil {
+				return driver.Grant{}, err
+			}
+			continue
+		}
+		if waitFor == "" {
+			token, own, err := tokenOf()
+			if err != nil {
+				return leave(err)
+			}
+			if !fresh {
+				// The view was kept by deletion events alone. Trust it
+				// only while our own node's watch is quiet (an outside
+				// delete fires it before the event that brought us here)
+				// and, for a writer, read again: a downgrade reader may
+				// have joined behind us.
+				select {
+				case <-own:
+					q = nil
+					continue
+				default:
+				}
+				if b.kind == "write" {
+					q = nil
+					continue
+				}
+			}
+			return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: lostWhenGone(own, node)}, nil
+		}
+		var exists bool
+		var watch <-chan zk.Event
+		err := b.retry(ctx, session, func() (err error) {
+			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
+			return err
+		})
+		if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
+			q = nil
+			if err := rejoin(); err != nil {
+				return driver.Grant{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return leave(err)
+		}
+		gone := func() {
+			if q[0] == waitFor {
+				q = q[1:]
+			} else {
+				q = nil
+			}
+		}
+		if !exists {
+			gone()
+			continue
+		}
+		select {
+		case ev := <-watch:
+			if ev.Type == zk.EventNodeDeleted {
+				gone()
+			} else {
+				q = nil // a connection event: read the queue again
+			}
+		case <-ctx.Done():
+			return leave(ctx.Err())
+		}
+	}
+}
+
+// Refresh checks that the hold's session is still the connection's and
+// that its node exists. go-zookeeper calls take no context and wait for a
+// reconnect, so the check runs under ctx: the lease's deadline must be
+// able to pass while ZooKeeper is unreachable.
+func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
+	n := h.Handle.(holdNode)
+	if s := b.conn.SessionID(); s != n.session {
+		return fmt.Errorf("%w: %w (session %#x, now %#x)", dlock.ErrNotHeld, ErrSessionExpired, n.session, s)
+	}
+	if st := b.conn.State(); st != zk.StateHasSession {
+		return fmt.Errorf("zklock: disconnected from ZooKeeper (%v); the session may expire", st)
+	}
+	exists, err := request(ctx, func() (bool, error) {
+		exists, _, err := b.conn.Exists(n.path)
+		return exists, err
+	})
+	if err == nil && !exists {
+		err = fmt.Errorf("%w: node %s is gone", dlock.ErrNotHeld, n.path)
+	}
+	return err
+}
+
+// Release deletes the hold's node. A release for an acquire whose outcome
+// was unknown (nil Handle) has nothing to do: such a node is deleted by
+// create's own clean-up (forget). Once the node's session has ended, the
+// node is gone with it.
+func (b *backend) Release(ctx context.Context, h driver.Hold) error {
+	n, ok := h.Handle.(holdNode)
+	if !ok {
+		return nil
+	}
+	if s := b.conn.SessionID(); s != n.session {
+		return fmt.Errorf("%w: %w (session %#x, now %#x)", dlock.ErrNotHeld, ErrSessionExpired, n.session, s)
+	}
+	_, err := request(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(n.path, -1) })
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: node %s is gone", dlock.ErrNotHeld, n.path)
+	}
+	if err != nil && b.connClosed() {
+		// Closing the connection ended its session (or it expires, if
+		// the close could not reach ZooKeeper): the node goes with it,
+		// and no other session may delete it.
+		return fmt.Errorf("%w: %w: node %s goes with its session", dlock.ErrNotHeld, ErrConnClosed, n.path)
+	}
+	return err
+}
+
+// Inspect reports the owner and Czxid of a node that holds the lock: the
+// first in the queue, or for a read-write lock the first of this kind.
+func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	dir := b.dir(name)
+	for {
+		q, err := request(ctx, func() ([]string, error) { return b.queue(dir) })
+		if err != nil || len(q) == 0 {
+			return dlock.Holder{}, false, err
+		}
+		first := q[0]
+		if b.kind != "lock" && !strings.Contains(first, "-"+b.kind+"-") {
+			if b.kind == "write" {
+				return dlock.Holder{}, false, nil // readers hold it
+			}
+			if i := slices.IndexFunc(q, func(n string) bool { return strings.Contains(n, "-read-") }); i < 0 {
+				return dlock.Holder{}, false, nil
+			} else if first = q[i]; b.blocker(q, i, "") != "" {
+				return dlock.Holder{}, false, nil // a writer holds it
+			}
+		}
+		type node struct {
+			data []byte
+			st   *zk.Stat
+		}
+		got, err := request(ctx, func() (node, error) {
+			data, st, err := b.conn.Get(dir + "/" + first)
+			return node{data, st}, err
+		})
+		data, st := got.data, got.st
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		return dlock.Holder{Owner: string(data), Token: uint64(st.Czxid)}, true, nil
+	}
+}

@@ -1,0 +1,286 @@
+// The protected-node recipe (Curator's): the ephemeral sequential node of a
+// hold, found again by its GUID after a lost reply, and the queue order
+// each kind of lock waits in.
+
+package zklock
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
+)
+
+// nodePrefix marks a protected node: "_c_" GUID "-lock-" then the sequence.
+const nodePrefix = "_c_"
+
+// holdNode is a hold's Handle.
+type holdNode struct {
+	path    string
+	session int64
+}
+
+// ensureDir creates root (persistent) and the lock's directory (a
+// container, which the server removes once empty).
+func (b *backend) ensureDir(dir string) error {
+	parts := strings.Split(strings.TrimPrefix(b.root, "/"), "/")
+	p := ""
+	for _, part := range parts {
+		if part == "" {
+			continue
+		}
+		p += "/" + part
+		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	if _, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	return nil
+}
+
+// sequence is a lock node's sequence suffix (ten digits, zero-padded, so
+// it sorts as a string).
+func sequence(node string) string {
+	if len(node) < 10 {
+		return node
+	}
+	return node[len(node)-10:]
+}
+
+// queue returns dir's lock nodes in sequence order.
+func (b *backend) queue(dir string) ([]string, error) {
+	children, _, err := b.conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(children, func(x, y string) int { return strings.Compare(sequence(x), sequence(y)) })
+	return children, nil
+}
+
+// create makes this hold's protected ephemeral sequential node and returns
+// its path and its Czxid (read in the background: the caller's next request
+// overlaps it; token waits for it). After a connection loss mid-create it waits for the
+// connection (while the session lives and ctx allows) and looks for the
+// node by its GUID. If it cannot tell, a background search deletes the
+// node once the connection is back (or the session ends, taking it along).
+func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
+	var g [16]byte
+	_, _ = rand.Read(g[:])
+	prefix := nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
+	session := b.conn.SessionID()
+	maybeCreated := false
+	var cut time.Time // since when the connection has failed
+	fail := func(err error) (string, func() (uint64, <-chan zk.Event, error), error) {
+		if maybeCreated {
+			b.forget(dir, prefix, session)
+		}
+		return "", nil, err
+	}
+	for {
+		var p string
+		var err error
+		if maybeCreated {
+			var found bool
+			if p, found, err = b.find(dir, prefix); err == nil && !found {
+				maybeCreated = false
+				continue
+			}
+		} else {
+			p, err = b.conn.Create(dir+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, b.acl)
+		}
+		switch {
+		case err == nil:
+			czxid := make(chan error, 1)
+			var (
+				st  *zk.Stat
+				own <-chan zk.Event
+			)
+			go func() {
+				czxid <- b.retry(ctx, session, func() (err error) {
+					_, st, own, err = b.conn.ExistsW(p)
+					return err
+				})
+			}()
+			// token also returns a watch on the node: it fires if the node
+			// goes (deleted from outside, or with the session).
+			var (
+				read  sync.Once
+				token uint64
+				terr  error
+			)
+			tokenOf := func() (uint64, <-chan zk.Event, error) {
+				read.Do(func() {
+					if terr = <-czxid; terr == nil {
+						token = uint64(st.Czxid)
+					}
+				})
+				return token, own, terr
+			}
+			return p, tokenOf, nil
+		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
+			if err := b.ensureDir(dir); err != nil {
+				return fail(err)
+			}
+		case errors.Is(err, zk.ErrSessionExpired):
+			// The node, if made, died with the session.
+			session, maybeCreated = b.conn.SessionID(), false
+		case errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer):
+			maybeCreated = true
+			if b.conn.SessionID() != session {
+				maybeCreated = false
+				session = b.conn.SessionID()
+			}
+			if cut.IsZero() {
+				cut = time.Now()
+			}
+			if gone := b.unreachable(cut, err); gone != nil {
+				return fail(gone)
+			}
+			select {
+			case <-ctx.Done():
+				return fail(errjoin.Join(ctx.Err(), err))
+			case <-time.After(50 * time.Millisecond):
+			}
+		default:
+			return fail(err)
+		}
+	}
+}
+
+// find looks for the node with prefix in dir.
+func (b *backend) find(dir, prefix string) (string, bool, error) {
+	children, _, err := b.conn.Children(dir)
+	if err != nil {
+		return "", false, err
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, prefix) {
+			return dir + "/" + c, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// forget deletes, in the background, a node this client may have created
+// but cannot use, retrying until it is gone, its session ended, or the
+// Locker closed.
+func (b *backend) forget(dir, prefix string, session int64) {
+	go func() {
+		for {
+			if b.conn.SessionID() != session {
+				return
+			}
+			if p, found, err := b.find(dir, prefix); err == nil {
+				if !found {
+					return
+				}
+				if err := b.conn.Delete(p, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
+					return
+				}
+			}
+			select {
+			case <-b.closed:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// remove deletes node, made by session in dir, or has it deleted in the
+// background (forget) if the connection is down.
+func (b *backend) remove(dir, node string, session int64) {
+	if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		base := path.Base(node)
+		b.forget(dir, base[:len(base)-10], session) // the GUID prefix, without the sequence
+	}
+}
+
+// ownerTag is a short hash of an owner id, in read-write node names, so a
+// reader can see which write node is its own owner's (a downgrade).
+func ownerTag(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:8])
+}
+
+// tag is what follows the protected GUID in this hold's node name: the
+// kind, and for read-write nodes the owner's tag, so a reader can tell its
+// own owner's write node. The server appends the sequence.
+//
+// A reader whose owner holds the write lock (the first node of q) reads at
+// once, ahead of other owners' queued writers, or it and they would wait
+// for each other (a downgrade): its node is marked as such, and every
+// writer waits for a marked node wherever it stands in the queue.
+func (b *backend) tag(q []string, owner string) string {
+	switch {
+	case b.kind == "lock":
+		return "lock"
+	case b.kind == "read" && ownsWrite(q, owner):
+		return "read-" + ownerTag(owner) + downgradeMark
+	}
+	return b.kind + "-" + ownerTag(owner)
+}
+
+// downgradeMark ends the tag of a reader's node taken under its owner's
+// write lock.
+const downgradeMark = "-g"
+
+func isDowngrade(node string) bool {
+	return strings.Contains(node, "-read-") && strings.Contains(node, downgradeMark+"-")
+}
+
+// ownsWrite reports whether owner holds the write lock in queue q.
+func ownsWrite(q []string, owner string) bool {
+	return len(q) > 0 && strings.Contains(q[0], "-write-"+ownerTag(owner)+"-")
+}
+
+// requeue is what blocker returns for a downgrade node whose owner no
+// longer held the write lock when it was made: it joins the queue again as
+// a plain reader.
+const requeue = "\x00requeue"
+
+// blocker returns the node of q that node i must wait for, or "" when it
+// may hold now. A mutex waits for its predecessor; a writer too, and then
+// for any downgrade reader; a reader waits only for the nearest writer
+// before it that is not its own owner's.
+func (b *backend) blocker(q []string, i int, owner string) string {
+	if b.kind != "read" {
+		if i > 0 {
+			return q[i-1]
+		}
+		if b.kind == "write" {
+			if j := slices.IndexFunc(q, isDowngrade); j >= 0 {
+				return q[j]
+			}
+		}
+		return ""
+	}
+	if isDowngrade(q[i]) {
+		if ownsWrite(q, owner) {
+			return ""
+		}
+		return requeue
+	}
+	mine := "-write-" + ownerTag(owner) + "-"
+	for j := i - 1; j >= 0; j-- {
+		if strings.Contains(q[j], "-write-") && !strings.Contains(q[j], mine) {
+			return q[j]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,142 @@
+package wakeup_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/internal/wakeup"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func woken(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestHub(t *testing.T) {
+	var h wakeup.Hub
+	a, removeA := h.Add("x")
+	b, removeB := h.Add("x")
+	c, removeC := h.Add("y")
+	h.Wake("x")
+	h.Wake("x") // never blocks: one pending wake-up per waiter
+	if !woken(a) || !woken(b) || woken(c) {
+		t.Fatal("Wake(x) must wake x's waiters and only them")
+	}
+	if woken(a) {
+		t.Fatal("two wake-ups left two pending: a waiter holds at most one")
+	}
+	h.WakeAll()
+	if !woken(a) || !woken(b) || !woken(c) {
+		t.Fatal("WakeAll must wake every waiter")
+	}
+	if h.Waiting("x") != 2 || h.Len() != 3 {
+		t.Fatalf("Waiting(x) = %d, Len = %d; want 2 and 3", h.Waiting("x"), h.Len())
+	}
+	if removeA() {
+		t.Fatal("removing one of two waiters reported the key empty")
+	}
+	if !removeB() || removeB() {
+		t.Fatal("removing the last waiter must report it once")
+	}
+	removeC()
+	if h.Len() != 0 {
+		t.Fatalf("%d waiters left", h.Len())
+	}
+}
+
+// A wake-up between the first miss and the subscription is not lost: Wait
+// tries again once subscribed.
+func TestWaitTriesAgainAfterSubscribing(t *testing.T) {
+	var h wakeup.Hub
+	tries := 0
+	subscribe := func(context.Context) (<-chan struct{}, func(), error) {
+		w, remove := h.Add("k")
+		return w, func() { remove() }, nil
+	}
+	err := wakeup.Wait(context.Background(), subscribe, time.Hour, func() (bool, time.Duration, error) {
+		tries++
+		return tries == 2, 0, nil
+	})
+	if err != nil || tries != 2 {
+		t.Fatalf("Wait = %v after %d tries, want success at the try right after subscribing", err, tries)
+	}
+	if h.Len() != 0 {
+		t.Fatal("Wait left its subscription")
+	}
+}
+
+func TestWaitEndsWithCtx(t *testing.T) {
+	var h wakeup.Hub
+	subscribe := func(context.Context) (<-chan struct{}, func(), error) {
+		w, remove := h.Add("k")
+		return w, func() { remove() }, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	tries := make(chan struct{}, 16)
+	go func() {
+		done <- wakeup.Wait(ctx, subscribe, time.Hour, func() (bool, time.Duration, error) {
+			tries <- struct{}{}
+			return false, 0, nil
+		})
+	}()
+	<-tries
+	<-tries // subscribed
+	h.Wake("k")
+	<-tries // woken: tried again
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+}
+
+func TestShared(t *testing.T) {
+	var s wakeup.Shared[string, *int]
+	opened := 0
+	open := func() *int { opened++; n := opened; return &n }
+	a, b := s.Get("db", open), s.Get("db", open)
+	if a != b || opened != 1 {
+		t.Fatalf("two users of one key got %p and %p after %d opens, want one transport", a, b, opened)
+	}
+	if s.Release("db") {
+		t.Fatal("the first of two users was told it was the last")
+	}
+	if !s.Release("db") {
+		t.Fatal("the last user was not told")
+	}
+	if c := s.Get("db", open); c == a || opened != 2 {
+		t.Fatal("a key whose last user left must get a new transport")
+	}
+}
+
+// A waiter whose subscription fails is told once and polls instead.
+func TestWaiterPollsWithoutPush(t *testing.T) {
+	subscribes, told := 0, 0
+	w := wakeup.Waiter{
+		Subscribe: func(context.Context) (<-chan struct{}, func(), error) {
+			subscribes++
+			return nil, nil, errors.ErrUnsupported
+		},
+		Poll:     func(int) time.Duration { return time.Millisecond },
+		Fallback: time.Hour,
+		NoPush:   func(error) error { told++; return nil },
+	}
+	defer w.Close()
+	for attempt := range 3 {
+		if err := w.Sleep(context.Background(), attempt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if subscribes != 1 || told != 1 {
+		t.Fatalf("subscribed %d times, told %d times; want once each", subscribes, told)
+	}
+}
