@@ -37,6 +37,20 @@
 // leases at their deadlines). The fault suite's failover rows measure both
 // modes (README).
 //
+// Restarts. A server that restarts without persistence (or with
+// persistence behind its last writes) forgets the locks its holders
+// still believe they have; they learn it at their next renewal, up to a
+// third of a TTL later. So a server grants a name it has no fencing
+// counter for (the counter outlives every lock of its name by a day) only
+// once it has been up for the lease's TTL: Redlock's "delayed restart",
+// kept by the server itself from its uptime. The cost is on fresh servers
+// too: the first grant of each name waits until the server has been up
+// for one TTL (Lock waits; TryLock reports ErrNotAcquired). The rule
+// assumes every Locker of a name uses one TTL; a shorter one than the
+// holder's shortens the wait. A failover promotes a replica that has
+// been up all along: there the counter, not the uptime, tells (see
+// Failover above).
+//
 // Tokens are a hybrid clock: a grant takes max(last token + 1, the
 // server's clock in microseconds), so a replica holding an older counter,
 // or a server that restarted empty, still issues larger tokens, provided

@@ -5,10 +5,15 @@
 -- ARGV[1] owner, ARGV[2] ttl (ms), ARGV[3] hold id,
 -- ARGV[4] '1' to draw the token from the counter here; '0' for Redlock,
 --         which sets the token afterwards (see fence.lua)
--- Returns {1, token} when held by owner, {0, pttl} when held by another.
+-- Returns {1, token} when held by owner, {0, pttl} when held by another,
+-- {0, ms} when a restarted server holds grants back (restart_wait).
 local lock, owner, ttl, hold = KEYS[1], ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
 
 if redis.call('exists', lock) == 0 then
+  local wait = restart_wait(KEYS[2], ttl)
+  if wait > 0 then
+    return {0, wait}
+  end
   local token = 0
   if ARGV[4] == '1' then
     token = next_token(KEYS[2])

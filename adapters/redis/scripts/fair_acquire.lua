@@ -7,7 +7,8 @@
 -- ARGV[5] ms a waiter stays queued without retrying, ARGV[6] waiter
 -- channel prefix (the head's channel is prefix .. id), ARGV[7] publish
 -- command ('publish' or 'spublish')
--- Returns {1, token} when held, {0, ms to wait at most}.
+-- Returns {1, token} when held, {0, ms to wait at most} (also while a
+-- restarted server holds grants back: restart_wait).
 local lock, queue, timeouts = KEYS[1], KEYS[3], KEYS[4]
 local owner, ttl, hold = ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
 local t = redis.call('time')
@@ -33,7 +34,12 @@ if redis.call('hexists', lock, owner) == 1 then
 end
 
 local head = redis.call('lindex', queue, 0)
-if redis.call('exists', lock) == 0 and (not head or head == owner) then
+local free = redis.call('exists', lock) == 0
+local held_back = 0
+if free then
+  held_back = restart_wait(KEYS[2], ttl)
+end
+if free and held_back == 0 and (not head or head == owner) then
   if head then
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, owner)
@@ -44,7 +50,7 @@ if redis.call('exists', lock) == 0 and (not head or head == owner) then
   return {1, token}
 end
 
-if redis.call('exists', lock) == 0 and head then
+if free and held_back == 0 and head then
   -- Free, but another waiter is first: make sure it knows.
   redis.call(ARGV[7], ARGV[6] .. head, 'free')
 end
@@ -56,5 +62,6 @@ if ARGV[4] == '1' then
   redis.call('zadd', timeouts, now + wait, owner)
 end
 local pttl = redis.call('pttl', lock)
+if held_back > 0 then pttl = held_back end
 if pttl < 0 or pttl > wait / 2 then pttl = math.floor(wait / 2) end
 return {0, pttl}

@@ -71,6 +71,14 @@ local function wait()
   return {0, left}
 end
 
+-- A restarted server holds grants of a free lock back (restart_wait).
+if not mode and (op == 'write' or op == 'read') then
+  local held_back = restart_wait(KEYS[2], ttl)
+  if held_back > 0 then
+    return {0, held_back}
+  end
+end
+
 if op == 'write' then
   if not mode then
     local token = next_token(KEYS[2])

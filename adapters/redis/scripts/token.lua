@@ -30,3 +30,25 @@ local function last_token(key)
   redis.call('set', key, string.format('%.0f', now), 'px', fence_ttl_ms)
   return now
 end
+
+-- restart_wait is how long, in ms, a grant of a lease of ttl ms must wait
+-- because the server may have lost a lock that a holder still believes
+-- it has. The counter at key outlives every lock of its name, so when it
+-- is missing the name is new, unused for a day, or the server lost its
+-- data (a restart without persistence, or with persistence behind its
+-- last writes). A server that has been up for less than ttl may still
+-- have such holders, inside leases granted before it went down: the grant
+-- waits until the server has been up for ttl (Redlock's "delayed
+-- restart", kept by the server itself). A server that does not report
+-- its uptime gets no wait.
+local function restart_wait(key, ttl)
+  if redis.call('exists', key) == 1 then
+    return 0
+  end
+  local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
+  if not up then
+    return 0
+  end
+  -- uptime_in_seconds is rounded down: the server has been up at least that.
+  return math.max(ttl - tonumber(up) * 1000, 0)
+end
