@@ -49,3 +49,31 @@ func BenchmarkHerd(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkUncontendedRaw is W1 on the bare primitive the package wraps,
+// beside BenchmarkUncontended: the target dlock's figures are measured
+// against.
+func BenchmarkUncontendedRaw(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			dlocktest.BenchUncontended(b, testenv.RawAdvisory(db, d.Driver), testenv.SelectOne(db))
+		})
+	}
+}
+
+// BenchmarkContendedRaw is W2 on the bare primitive, beside
+// BenchmarkContended.
+func BenchmarkContendedRaw(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			lockers := make([]dlock.Locker, 8)
+			for i := range lockers {
+				own := d.Open(b)
+				lockers[i] = testenv.RawAdvisory(own, d.Driver)
+			}
+			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+		})
+	}
+}

@@ -2,6 +2,7 @@ package tablelock_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/dlockhq/dlock"
@@ -54,4 +55,41 @@ func BenchmarkHerd(b *testing.B) {
 			return n, err
 		})
 	})
+}
+
+// BenchmarkUncontendedRaw is W1 on the bare primitive the package wraps,
+// beside BenchmarkUncontended: the target dlock's figures are measured
+// against.
+func BenchmarkUncontendedRaw(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			dlocktest.BenchUncontended(b, raw(b, db, d.Driver), testenv.SelectOne(db))
+		})
+	}
+}
+
+// BenchmarkContendedRaw is W2 on the bare primitive, beside
+// BenchmarkContended.
+func BenchmarkContendedRaw(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			lockers := make([]dlock.Locker, 8)
+			for i := range lockers {
+				own := d.Open(b)
+				lockers[i] = raw(b, own, d.Driver)
+			}
+			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+		})
+	}
+}
+
+// raw is the bare SELECT … FOR UPDATE transaction on db.
+func raw(b *testing.B, db *sql.DB, driver string) dlock.Locker {
+	l, err := testenv.RawForUpdate(context.Background(), db, driver)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
 }

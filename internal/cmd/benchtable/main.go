@@ -78,25 +78,94 @@ func run(in io.Reader, out io.Writer) error {
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\tlost\tviolations\treq/hand-off\truns\t")
-	for _, k := range order {
-		workload, backend, _ := strings.Cut(k.bench, "/")
-		if backend != "" {
-			backend = "/" + backend
+	value := func(k key, unit string) float64 {
+		vs := slices.Clone(metrics[k][unit])
+		if len(vs) == 0 {
+			return 0
 		}
+		slices.Sort(vs)
+		return vs[len(vs)/2]
+	}
+	// The best peer on the same server: the fastest W1 cycle, the most W2
+	// acquisitions per second.
+	vsPeer := func(k key) string {
+		r := describe(k)
+		if r.peer || r.workload == "herd" {
+			return ""
+		}
+		unit, better := "ns/cycle", func(a, b float64) bool { return a < b }
+		if r.workload == "W2" {
+			unit, better = "acq/s", func(a, b float64) bool { return a > b }
+		}
+		best, name := 0.0, ""
+		for _, o := range order {
+			d := describe(o)
+			if d.peer && d.workload == r.workload && d.server == r.server {
+				if v := value(o, unit); v > 0 && (name == "" || better(v, best)) {
+					best, name = v, d.label
+				}
+			}
+		}
+		if name == "" {
+			return ""
+		}
+		return fmt.Sprintf("%.2f× %s", value(k, unit)/best, name)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
+	for _, k := range order {
+		r := describe(k)
 		runs := len(metrics[k]["ns/op"])
-		switch {
-		case strings.HasPrefix(workload, "Uncontended"):
-			fmt.Fprintf(tw, "%s%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t%d\t\n", k.pkg, backend,
-				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), runs)
-		case strings.HasPrefix(workload, "Herd"):
-			fmt.Fprintf(tw, "%s%s\therd (64)\t\t\t\t\t\t\t\t\t\t%s\t%d\t\n", k.pkg, backend, median(k, "requests/hand-off"), runs)
+		switch r.workload {
+		case "W1":
+			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t%s\t%d\t\n", r.label,
+				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k), runs)
+		case "herd":
+			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t%s\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
 		default:
-			fmt.Fprintf(tw, "%s%s\tW2\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t\t%d\t\n", k.pkg, backend,
+			fmt.Fprintf(tw, "%s\tW2\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t\t%s\t%d\t\n", r.label,
 				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"),
-				median(k, "lost-updates"), median(k, "violations"), runs)
+				median(k, "lost-updates"), median(k, "violations"), vsPeer(k), runs)
 		}
 	}
 	return tw.Flush()
+}
+
+// row is what a benchmark's name says: its workload, the row's label, the
+// server it ran on, and whether it measures a peer (another library, or
+// the bare server primitive) rather than dlock.
+type row struct {
+	workload, label, server string
+	peer                    bool
+}
+
+// describe reads a benchmark name: Uncontended… is W1, Contended… W2,
+// Herd the herd; a Raw or Peers suffix marks a peer, as does go-zookeeper.
+// The sub-benchmark is the database (the SQL packages' server) or the
+// peer's name.
+func describe(k key) row {
+	workload, sub, _ := strings.Cut(k.bench, "/")
+	var r row
+	var suffix string
+	switch {
+	case strings.HasPrefix(workload, "Uncontended"):
+		r.workload, suffix = "W1", strings.TrimPrefix(workload, "Uncontended")
+	case strings.HasPrefix(workload, "Contended"):
+		r.workload, suffix = "W2", strings.TrimPrefix(workload, "Contended")
+	default:
+		r.workload = "herd"
+	}
+	r.label, r.server = k.pkg, k.pkg
+	if sub != "" {
+		r.label += "/" + sub
+	}
+	switch {
+	case suffix == "Raw":
+		r.peer, r.server, r.label = true, k.pkg+"/"+sub, r.label+" (raw)"
+	case suffix == "Peers" || sub == "go-zookeeper":
+		r.peer = true
+	case k.pkg == "advisory" || k.pkg == "tablelock":
+		r.server = k.pkg + "/" + sub
+	}
+	return r
 }

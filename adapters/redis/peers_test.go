@@ -1,0 +1,94 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	bsm "github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// Peer libraries driven through dlock.Locker, only so that the benchmarks
+// run the same workloads on them in the same run: they have no re-entry,
+// no token and no renewal here. Their leases last as dlock's default TTL,
+// and a waiter retries as each library's documentation suggests.
+
+// peerLease is a peer's hold: Unlock is all the benchmarks call.
+type peerLease struct {
+	dlock.Lease
+	unlock func(context.Context) error
+}
+
+func (l *peerLease) Unlock(ctx context.Context) error { return l.unlock(ctx) }
+
+// redsyncLocker is go-redsync/redsync on one server.
+type redsyncLocker struct{ rs *redsync.Redsync }
+
+func (l redsyncLocker) Lock(ctx context.Context, name string) (dlock.Lease, error) {
+	m := l.rs.NewMutex("redsync:"+name, redsync.WithExpiry(dlock.DefaultTTL), redsync.WithTries(1<<30),
+		redsync.WithRetryDelay(time.Millisecond))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return &peerLease{unlock: func(ctx context.Context) error { _, err := m.UnlockContext(ctx); return err }}, nil
+}
+
+func (l redsyncLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error) {
+	return l.Lock(ctx, name)
+}
+
+// bsmLocker is bsm/redislock, retrying every millisecond.
+type bsmLocker struct{ c *bsm.Client }
+
+func (l bsmLocker) Lock(ctx context.Context, name string) (dlock.Lease, error) {
+	lk, err := l.c.Obtain(ctx, "bsm:"+name, dlock.DefaultTTL, &bsm.Options{RetryStrategy: bsm.LinearBackoff(time.Millisecond)})
+	if err != nil {
+		return nil, err
+	}
+	return &peerLease{unlock: lk.Release}, nil
+}
+
+func (l bsmLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error) {
+	return l.Lock(ctx, name)
+}
+
+// peers makes each peer's Locker on a client of its own.
+var peers = []struct {
+	name string
+	new  func(c *redis.Client) dlock.Locker
+}{
+	{"redsync", func(c *redis.Client) dlock.Locker { return redsyncLocker{redsync.New(goredis.NewPool(c))} }},
+	{"bsm-redislock", func(c *redis.Client) dlock.Locker { return bsmLocker{bsm.New(c)} }},
+}
+
+// BenchmarkUncontendedPeers is W1 on the peers, beside BenchmarkUncontended.
+func BenchmarkUncontendedPeers(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			c := client(b, addr)
+			dlocktest.BenchUncontended(b, p.new(c), ping(c))
+		})
+	}
+}
+
+// BenchmarkContendedPeers is W2 on the peers, beside BenchmarkContended.
+func BenchmarkContendedPeers(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			lockers := make([]dlock.Locker, 8)
+			for i := range lockers {
+				lockers[i] = p.new(client(b, addr))
+			}
+			dlocktest.BenchContended(b, lockers, ping(client(b, addr)))
+		})
+	}
+}
