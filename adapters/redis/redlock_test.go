@@ -170,19 +170,23 @@ func TestHashTagNames(t *testing.T) {
 func TestTokensSurviveDataLoss(t *testing.T) {
 	servers := testenv.RedisServers(t, 1)
 	c := client(t, servers[0].Addr)
-	fair, err := redislock.NewFair(c)
+	// After each loss the server holds the name's grants back for one TTL
+	// (the package doc's "Restarts"): a short one.
+	ttl := dlock.WithTTL(2 * time.Second)
+	fair, err := redislock.NewFair(c, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw, err := redislock.NewReadWrite(c)
+	rw, err := redislock.NewReadWrite(c, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	testenv.Closing(t, rw.Read) // its share of c's pub/sub connection
 	for _, l := range []struct {
 		name   string
 		locker dlock.Locker
 	}{
-		{"lock", newLocker(t, c)},
+		{"lock", newLocker(t, c, ttl)},
 		{"fair", testenv.Closing(t, fair)},
 		{"write", testenv.Closing(t, rw.Write)},
 		{"redlock", redlockOver(t, servers)},

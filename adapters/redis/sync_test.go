@@ -149,16 +149,19 @@ func TestSemaphoreBadInput(t *testing.T) {
 		"empty name":    func() error { _, err := redislock.NewSemaphore(c, "", 1, dlock.WithTTL(time.Second)); return err },
 		"zero permits": func() error {
 			s, _ := redislock.NewSemaphore(c, "s", 2, dlock.WithTTL(time.Second))
+			defer s.Close()
 			_, err := s.TryAcquire(context.Background(), 0)
 			return err
 		},
 		"more than capacity": func() error {
 			s, _ := redislock.NewSemaphore(c, "s", 2, dlock.WithTTL(time.Second))
+			defer s.Close()
 			_, err := s.Acquire(context.Background(), 3)
 			return err
 		},
 		"negative latch count": func() error {
 			l, _ := redislock.NewLatch(c, "l")
+			defer l.Close()
 			_, err := l.TrySetCount(context.Background(), -1)
 			return err
 		},
