@@ -188,7 +188,9 @@ type RedisSentinel struct {
 func (s *RedisSentinel) Lag() { s.link.Blackhole() }
 
 // StartRedisSentinel starts a master, its replica and one Sentinel (quorum
-// 1, master declared down after 500ms) on loopback ports. The replica
+// 1, master declared down after 2s: with 500ms a newly promoted master,
+// busy for a moment, was declared down too and the old one, back as its
+// replica, promoted again; redis/redis#8607) on loopback ports. The replica
 // replicates through a proxy (see Lag); the failover timeout is long, as
 // the Sentinel would otherwise "fix" a replica whose master address is
 // not the master's after that time.
@@ -202,8 +204,8 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
 	port := freePort(t)
-	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor dlock 127.0.0.1 %s 1\n"+
-		"sentinel down-after-milliseconds dlock 500\nsentinel failover-timeout dlock 60000\n", port, mport)
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nlogfile sentinel.log\nsentinel monitor dlock 127.0.0.1 %s 1\n"+
+		"sentinel down-after-milliseconds dlock 2000\nsentinel failover-timeout dlock 60000\n", port, mport)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +216,12 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	}
 	sentinel := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
 	t.Cleanup(sentinel.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
+			t.Logf("Sentinel's log:\n%s", out)
+		}
+	})
 	sentinel.waitReady(t)
 	// Wait until the replica has synced, so a failover has a replica to
 	// promote.
