@@ -22,11 +22,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, d := range databases {
 		b.Run(d.Name, func(b *testing.B) {
 			db := migrated(b, d.Open)
-			lockers := make([]dlock.Locker, 8)
-			for i := range lockers {
-				lockers[i] = newLocker(b, d.Open(b))
-			}
-			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return newLocker(b, d.Open(b)) }, testenv.SelectOne(db))
 		})
 	}
 }
@@ -68,12 +64,7 @@ func BenchmarkContendedRaw(b *testing.B) {
 	for _, d := range databases {
 		b.Run(d.Name, func(b *testing.B) {
 			db := migrated(b, d.Open)
-			lockers := make([]dlock.Locker, 8)
-			for i := range lockers {
-				own := d.Open(b)
-				lockers[i] = testenv.RawAdvisory(own, d.Driver)
-			}
-			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return testenv.RawAdvisory(d.Open(b), d.Driver) }, testenv.SelectOne(db))
 		})
 	}
 }

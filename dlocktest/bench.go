@@ -2,6 +2,7 @@ package dlocktest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,14 +47,42 @@ func BenchUncontended(b *testing.B, l dlock.Locker, rtt RoundTrip) {
 	b.ReportMetric(float64(cycle)/float64(trip), "rtts/cycle")
 }
 
-// BenchContended is workload W2: each of the lockers (give each its own
-// connection, as separate processes would have) takes one name in turn,
+// BenchHold is how long each W2 hold lasts: a busy-wait, exact whatever
+// the runtime's timers do (a time.Sleep this short lasts until the next
+// timer wake-up, hundreds of µs on a loaded machine).
+const BenchHold = 50 * time.Microsecond
+
+// BenchContended is workload W2: each of the lockers (newLocker gives
+// each its own connection, as separate processes would have) takes one
+// name in turn,
 // b.N acquisitions in all; each hold is a read-modify-write of a shared
-// counter. Metrics: acq/s, the mean hand-off gap (from one holder's Unlock
-// returning to the next holder's Lock returning) in ns and in round trips
-// (rtt measured before the run), lost updates and violations, which must
-// both be 0.
-func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
+// counter and a BenchHold busy-wait. Metrics: acq/s, the mean hand-off gap
+// (from one holder's Unlock returning to the next holder's Lock
+// returning) in ns and in round trips (rtt measured before the run), the
+// share of acquisitions that went to the locker that held the lock just
+// before (retook-%: with 8 lockers, a lock that hands off in turn is near
+// 0, one whose releaser barges back in near 100), lost updates and
+// violations, which must both be 0.
+//
+// It runs once per count of BenchClients, as sub-benchmarks clients=N,
+// each with N lockers made by newLocker.
+func BenchContended(b *testing.B, newLocker func(b *testing.B) dlock.Locker, rtt RoundTrip) {
+	for _, n := range BenchClients {
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+			lockers := make([]dlock.Locker, n)
+			for i := range lockers {
+				lockers[i] = newLocker(b)
+			}
+			benchContended(b, lockers, rtt)
+		})
+	}
+}
+
+// BenchClients are the numbers of contending lockers W2 runs with.
+var BenchClients = []int{2, 8, 32}
+
+// benchContended is one W2 run with lockers.
+func benchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 	ctx := context.Background()
 	name := Name(b)
 	trip := measureRTT(b, rtt)
@@ -64,6 +93,8 @@ func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 		inside      atomic.Int32
 		violations  atomic.Int64
 		released    atomic.Int64 // ns since base of the last Unlock's return, 0 if none pending
+		lastHolder  atomic.Int64 // 1 + index of the locker that held last, 0 before the first
+		retook      atomic.Int64
 		gapSum      atomic.Int64
 		gaps        atomic.Int64
 		wg          sync.WaitGroup
@@ -80,7 +111,8 @@ func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 	)
 	b.ResetTimer()
 	start := time.Now()
-	for _, l := range lockers {
+	for i, l := range lockers {
+		id := int64(i) + 1
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,10 +127,15 @@ func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 					gapSum.Add(max(now-r, 0))
 					gaps.Add(1)
 				}
+				if lastHolder.Swap(id) == id {
+					retook.Add(1)
+				}
 				if inside.Add(1) != 1 {
 					violations.Add(1)
 				}
 				v := counter.Load()
+				for held := time.Now(); time.Since(held) < BenchHold; {
+				}
 				counter.Store(v + 1)
 				inside.Add(-1)
 				if err := lease.Unlock(ctx); err != nil {
@@ -123,6 +160,7 @@ func BenchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 		b.ReportMetric(gap/float64(trip), "gap-rtts")
 	}
 	b.ReportMetric(float64(trip), "rtt-ns")
+	b.ReportMetric(100*float64(retook.Load())/float64(b.N), "retook-%")
 	b.ReportMetric(float64(lost), "lost-updates")
 	b.ReportMetric(float64(violations.Load()), "violations")
 	if lost != 0 || violations.Load() != 0 {

@@ -10,10 +10,6 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
-// contenders is K in workload W2: clients with their own connection pools,
-// as K application processes would have.
-const contenders = 8
-
 func BenchmarkUncontended(b *testing.B) {
 	for _, d := range databases {
 		b.Run(d.Name, func(b *testing.B) {
@@ -27,13 +23,8 @@ func BenchmarkContended(b *testing.B) {
 	for _, d := range databases {
 		b.Run(d.Name, func(b *testing.B) {
 			db := migrated(b, d.Open)
-			lockers := make([]dlock.Locker, contenders)
-			for i := range lockers {
-				// Each contender has its own pool, as a separate process would.
-				own := d.Open(b)
-				lockers[i] = newLocker(b, own)
-			}
-			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+			// Each contender has its own pool, as a separate process would.
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return newLocker(b, d.Open(b)) }, testenv.SelectOne(db))
 		})
 	}
 }
@@ -75,12 +66,7 @@ func BenchmarkContendedRaw(b *testing.B) {
 	for _, d := range databases {
 		b.Run(d.Name, func(b *testing.B) {
 			db := migrated(b, d.Open)
-			lockers := make([]dlock.Locker, 8)
-			for i := range lockers {
-				own := d.Open(b)
-				lockers[i] = raw(b, own, d.Driver)
-			}
-			dlocktest.BenchContended(b, lockers, testenv.SelectOne(db))
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return raw(b, d.Open(b), d.Driver) }, testenv.SelectOne(db))
 		})
 	}
 }

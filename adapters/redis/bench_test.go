@@ -22,11 +22,8 @@ func BenchmarkUncontended(b *testing.B) {
 
 func BenchmarkContended(b *testing.B) {
 	addr := testenv.RedisAddr(b)
-	lockers := make([]dlock.Locker, 8)
-	for i := range lockers {
-		lockers[i] = newLocker(b, client(b, addr)) // own connections, like processes
-	}
-	dlocktest.BenchContended(b, lockers, ping(client(b, addr)))
+	// Own connections, like processes.
+	dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return newLocker(b, client(b, addr)) }, ping(client(b, addr)))
 }
 
 // commandCount sums the client-issued commands of INFO commandstats.

@@ -8,7 +8,8 @@ import (
 	bsm "github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
@@ -16,9 +17,10 @@ import (
 )
 
 // Peer libraries driven through dlock.Locker, only so that the benchmarks
-// run the same workloads on them in the same run: they have no re-entry,
-// no token and no renewal here. Their leases last as dlock's default TTL,
-// and a waiter retries as each library's documentation suggests.
+// run the same workloads on them in the same run: they have no re-entry
+// and no token here, and only rueidislock renews. Their leases last as
+// dlock's default TTL, and a waiter retries as each library's
+// documentation suggests.
 
 // peerLease is a peer's hold: Unlock is all the benchmarks call.
 type peerLease struct {
@@ -59,13 +61,46 @@ func (l bsmLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error
 	return l.Lock(ctx, name)
 }
 
+// rueidisLocker is rueidislock on one server (one key, KeyMajority 1),
+// which queues a process's waiters locally and waits for a release with
+// client-side caching invalidations; Unlock is its cancel.
+type rueidisLocker struct{ l rueidislock.Locker }
+
+func (l rueidisLocker) Lock(ctx context.Context, name string) (dlock.Lease, error) {
+	_, cancel, err := l.l.WithContext(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &peerLease{unlock: func(context.Context) error { cancel(); return nil }}, nil
+}
+
+func (l rueidisLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error) {
+	return l.Lock(ctx, name)
+}
+
+func newRueidis(b *testing.B, addr string) dlock.Locker {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+		KeyMajority:  1,
+		KeyValidity:  dlock.DefaultTTL,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	return rueidisLocker{l}
+}
+
 // peers makes each peer's Locker on a client of its own.
 var peers = []struct {
 	name string
-	new  func(c *redis.Client) dlock.Locker
+	new  func(b *testing.B, addr string) dlock.Locker
 }{
-	{"redsync", func(c *redis.Client) dlock.Locker { return redsyncLocker{redsync.New(goredis.NewPool(c))} }},
-	{"bsm-redislock", func(c *redis.Client) dlock.Locker { return bsmLocker{bsm.New(c)} }},
+	{"redsync", func(b *testing.B, addr string) dlock.Locker {
+		return redsyncLocker{redsync.New(goredis.NewPool(client(b, addr)))}
+	}},
+	{"bsm-redislock", func(b *testing.B, addr string) dlock.Locker { return bsmLocker{bsm.New(client(b, addr))} }},
+	{"rueidislock", newRueidis},
 }
 
 // BenchmarkUncontendedPeers is W1 on the peers, beside BenchmarkUncontended.
@@ -73,8 +108,7 @@ func BenchmarkUncontendedPeers(b *testing.B) {
 	addr := testenv.RedisAddr(b)
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
-			c := client(b, addr)
-			dlocktest.BenchUncontended(b, p.new(c), ping(c))
+			dlocktest.BenchUncontended(b, p.new(b, addr), ping(client(b, addr)))
 		})
 	}
 }
@@ -84,11 +118,7 @@ func BenchmarkContendedPeers(b *testing.B) {
 	addr := testenv.RedisAddr(b)
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
-			lockers := make([]dlock.Locker, 8)
-			for i := range lockers {
-				lockers[i] = p.new(client(b, addr))
-			}
-			dlocktest.BenchContended(b, lockers, ping(client(b, addr)))
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return p.new(b, addr) }, ping(client(b, addr)))
 		})
 	}
 }

@@ -60,18 +60,16 @@ func BenchmarkUncontended(b *testing.B) {
 
 func BenchmarkContended(b *testing.B) {
 	addrs := testenv.ZKAddrs(b)
-	run := func(b *testing.B, mk func(*zk.Conn) dlock.Locker) {
-		lockers := make([]dlock.Locker, 8)
-		for i := range lockers {
-			lockers[i] = mk(testenv.ZK(b, addrs, benchSession)) // own sessions, like processes
-		}
-		dlocktest.BenchContended(b, lockers, exists(testenv.ZK(b, addrs, benchSession)))
+	run := func(b *testing.B, mk func(*testing.B, *zk.Conn) dlock.Locker) {
+		// Own sessions, like processes.
+		dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return mk(b, testenv.ZK(b, addrs, benchSession)) },
+			exists(testenv.ZK(b, addrs, benchSession)))
 	}
 	b.Run("zklock", func(b *testing.B) {
-		run(b, func(c *zk.Conn) dlock.Locker { return newLocker(b, c) })
+		run(b, func(b *testing.B, c *zk.Conn) dlock.Locker { return newLocker(b, c) })
 	})
 	b.Run("go-zookeeper", func(b *testing.B) {
-		run(b, func(c *zk.Conn) dlock.Locker { return libLocker{c} })
+		run(b, func(_ *testing.B, c *zk.Conn) dlock.Locker { return libLocker{c} })
 	})
 }
 

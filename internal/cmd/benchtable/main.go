@@ -73,6 +73,8 @@ func run(in io.Reader, out io.Writer) error {
 		switch {
 		case v >= 1e6 && strings.HasSuffix(unit, "ns") || unit == "ns/cycle" || unit == "gap-ns" || unit == "rtt-ns":
 			return fmt.Sprintf("%.0f µs", v/1e3)
+		case unit == "retook-%":
+			return fmt.Sprintf("%.0f%%", v)
 		case unit == "allocs/op" || v >= 100:
 			return fmt.Sprintf("%.0f", v)
 		}
@@ -94,7 +96,7 @@ func run(in io.Reader, out io.Writer) error {
 			return ""
 		}
 		unit, better := "ns/cycle", func(a, b float64) bool { return a < b }
-		if r.workload == "W2" {
+		if strings.HasPrefix(r.workload, "W2") {
 			unit, better = "acq/s", func(a, b float64) bool { return a > b }
 		}
 		best, name := 0.0, ""
@@ -112,19 +114,19 @@ func run(in io.Reader, out io.Writer) error {
 		return fmt.Sprintf("%.2f× %s", value(k, unit)/best, name)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
+	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
 	for _, k := range order {
 		r := describe(k)
 		runs := len(metrics[k]["ns/op"])
 		switch r.workload {
 		case "W1":
-			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t%s\t%d\t\n", r.label,
+			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t%s\t%d\t\n", r.label,
 				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k), runs)
 		case "herd":
-			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t%s\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
+			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t\t%s\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
 		default:
-			fmt.Fprintf(tw, "%s\tW2\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t\t%s\t%d\t\n", r.label,
-				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"),
+			fmt.Fprintf(tw, "%s\t%s\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t%d\t\n", r.label, r.workload,
+				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"),
 				median(k, "lost-updates"), median(k, "violations"), vsPeer(k), runs)
 		}
 	}
@@ -139,12 +141,16 @@ type row struct {
 	peer                    bool
 }
 
-// describe reads a benchmark name: Uncontended… is W1, Contended… W2,
-// Herd the herd; a Raw or Peers suffix marks a peer, as does go-zookeeper.
-// The sub-benchmark is the database (the SQL packages' server) or the
-// peer's name.
+// describe reads a benchmark name: Uncontended… is W1, Contended… W2
+// (with a clients=N sub-benchmark, "W2 ×N"), Herd the herd; a Raw or Peers
+// suffix marks a peer, as does go-zookeeper. The sub-benchmark is the
+// database (the SQL packages' server) or the peer's name.
 func describe(k key) row {
 	workload, sub, _ := strings.Cut(k.bench, "/")
+	clients := ""
+	if i := strings.LastIndex(sub, "clients="); i >= 0 {
+		clients, sub = sub[i+len("clients="):], strings.TrimSuffix(sub[:i], "/")
+	}
 	var r row
 	var suffix string
 	switch {
@@ -152,6 +158,9 @@ func describe(k key) row {
 		r.workload, suffix = "W1", strings.TrimPrefix(workload, "Uncontended")
 	case strings.HasPrefix(workload, "Contended"):
 		r.workload, suffix = "W2", strings.TrimPrefix(workload, "Contended")
+		if clients != "" {
+			r.workload += " ×" + clients
+		}
 	default:
 		r.workload = "herd"
 	}
