@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sync"
 
@@ -55,13 +56,16 @@ func RawAdvisory(db *sql.DB, driver string) dlock.Locker {
 		if err != nil {
 			return nil, err
 		}
-		lock, unlock, arg := "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)", any(key(name))
+		lock, unlock, arg := "SELECT true FROM (SELECT pg_advisory_lock($1)) l", "SELECT pg_advisory_unlock($1)", any(key(name))
 		if driver == "mysql" {
-			lock, unlock, arg = "SELECT GET_LOCK(?, -1)", "SELECT RELEASE_LOCK(?)", any(name)
+			// MariaDB refuses a negative (infinite) timeout with NULL at
+			// once, and a warning: a year is as good.
+			lock, unlock, arg = "SELECT GET_LOCK(?, 31536000) = 1", "SELECT RELEASE_LOCK(?)", any(name)
 		}
-		if _, err := conn.ExecContext(ctx, lock, arg); err != nil {
+		var got sql.NullBool
+		if err := conn.QueryRowContext(ctx, lock, arg).Scan(&got); err != nil || !got.Valid || !got.Bool {
 			_ = conn.Close()
-			return nil, err
+			return nil, errors.Join(err, fmt.Errorf("raw advisory lock of %q not taken", name))
 		}
 		return func(ctx context.Context) error {
 			_, err := conn.ExecContext(ctx, unlock, arg)
