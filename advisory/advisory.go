@@ -64,13 +64,13 @@ type dialect interface {
 	// try takes name without waiting and, when it got it, returns a new
 	// token and sets the session's idle timeout to ttl.
 	try(ctx context.Context, s *session, r driver.Request) (token uint64, ok bool, err error)
-	// sessionID names s to cancelStatement.
+	// sessionID names s to endSession.
 	sessionID(ctx context.Context, s *session) (int64, error)
 	// wait takes name, waiting in the server's queue; then as try.
 	wait(ctx context.Context, s *session, r driver.Request) (token uint64, err error)
-	// cancelStatement stops the statement session id runs, from another
-	// connection of db.
-	cancelStatement(ctx context.Context, db *sql.DB, id int64) error
+	// endSession ends session id, and whatever statement it runs, from
+	// another connection of db.
+	endSession(ctx context.Context, db *sql.DB, id int64) error
 	ping(ctx context.Context, s *session) error
 	// release unlocks name and restores the session's settings; ok is
 	// false when the session did not hold name.
@@ -174,14 +174,14 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 		discard(conn)
 		return driver.Grant{}, err
 	}
-	// The wait runs detached from ctx; when ctx ends the statement is
-	// cancelled on the server, from another connection. Then the outcome
-	// is unknown (the lock may have been granted as the cancel arrived),
-	// so the session is discarded, which releases whatever it holds.
+	// The wait runs detached from ctx; when ctx ends the session is ended
+	// on the server, from another connection, whether its wait has started
+	// or not. The session is discarded then, which releases whatever it
+	// holds (the lock may have been granted as the end arrived).
 	stop := context.AfterFunc(ctx, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
-		_ = d.cancelStatement(cctx, b.db, id)
+		_ = d.endSession(cctx, b.db, id)
 	})
 	token, err = d.wait(context.WithoutCancel(ctx), s, r)
 	if !stop() {

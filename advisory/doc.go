@@ -5,9 +5,11 @@
 // one connection (*sql.Conn) per held name: lock and unlock always run on
 // that connection, and it goes back to the pool only after the unlock
 // succeeded. Waiting happens in the server's own lock queue (no polling);
-// cancelling a waiting Lock cancels the statement on the server
-// (pg_cancel_backend, KILL QUERY) and discards the connection, so a lock
-// granted at the last moment dies with the session instead of leaking.
+// cancelling a waiting Lock ends its session on the server
+// (pg_terminate_backend, KILL CONNECTION) and discards the connection, so a
+// lock granted at the last moment dies with the session instead of
+// leaking. (Cancelling only the statement would miss a wait that had not
+// started yet: it would go on waiting.)
 //
 // Expiry is on the server's clock: while a lock is held its session's idle
 // timeout is the lease's TTL (PostgreSQL 14+ idle_session_timeout, MySQL
@@ -25,7 +27,9 @@
 // ended). On MySQL it is a hybrid clock, max(last + 1, the server's clock
 // in µs), kept in a row per name (dlock_fences, created by package
 // migrations; the dlock_fence sequence of older versions is no longer
-// used).
+// used). The rows are in a MEMORY table, so taking a lock waits for no
+// log flush: a restart empties the table, and then the clock alone keeps
+// the tokens increasing, as it does after Prune.
 //
 // Failover. Advisory locks live in the server's memory with their
 // sessions: they are not replicated, and a failover (or a restart) ends

@@ -38,6 +38,9 @@ ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock +
 // myHolder reads the holder row if its session still holds the lock.
 const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND session = IS_USED_LOCK(?)`
 
+// The statements of a hold run with their arguments inlined
+// (sqldialect.MySQLInline): one round trip each, where a prepared
+// statement takes two.
 type mysql struct{}
 
 // seconds is ttl as wait_timeout, whole seconds rounded up.
@@ -45,7 +48,7 @@ func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/
 
 func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	conn := s.conn
-	res, err := conn.ExecContext(ctx, myTry, r.Name, r.Owner, MySQLName(r.Name))
+	res, err := conn.ExecContext(ctx, sqldialect.MySQLInline(myTry, r.Name, r.Owner, MySQLName(r.Name)))
 	if err != nil {
 		return 0, false, err
 	}
@@ -67,8 +70,14 @@ func (mysql) setTimeout(ctx context.Context, conn *sql.Conn, ttl time.Duration) 
 
 func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
 	conn, name := s.conn, r.Name
+	// The idle timeout is set before the wait (a session that runs a
+	// statement is not idle), so the hand-off costs one statement after
+	// the server's grant, not two. A wait that fails discards the session.
+	if err := m.setTimeout(ctx, conn, r.TTL); err != nil {
+		return 0, err
+	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, myWait, MySQLName(name)).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, sqldialect.MySQLInline(myWait, MySQLName(name))).Scan(&got); err != nil {
 		return 0, err
 	}
 	if !got.Valid || got.Int64 != 1 {
@@ -76,15 +85,12 @@ func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, 
 		// lock was not taken.
 		return 0, fmt.Errorf("advisory: %q: the server's wait for the lock ended without it", name)
 	}
-	res, err := conn.ExecContext(ctx, myFence, name, r.Owner)
+	res, err := conn.ExecContext(ctx, sqldialect.MySQLInline(myFence, name, r.Owner))
 	if err != nil {
 		return 0, err
 	}
 	token, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
-	}
-	return uint64(token), m.setTimeout(ctx, conn, r.TTL)
+	return uint64(token), err
 }
 
 func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
@@ -93,8 +99,8 @@ func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
 	return id, err
 }
 
-func (mysql) cancelStatement(ctx context.Context, db *sql.DB, id int64) error {
-	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+func (mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
+	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	return err
 }
 
@@ -106,7 +112,7 @@ func (mysql) ping(ctx context.Context, s *session) error {
 func (mysql) release(ctx context.Context, s *session, name string) (bool, error) {
 	conn := s.conn
 	var released sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", MySQLName(name)).Scan(&released); err != nil {
+	if err := conn.QueryRowContext(ctx, sqldialect.MySQLInline("SELECT RELEASE_LOCK(?)", MySQLName(name))).Scan(&released); err != nil {
 		return false, err
 	}
 	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = @@GLOBAL.wait_timeout"); err != nil {

@@ -97,8 +97,8 @@ func (postgres) sessionID(ctx context.Context, s *session) (int64, error) {
 	return pid, err
 }
 
-func (postgres) cancelStatement(ctx context.Context, db *sql.DB, pid int64) error {
-	_, err := db.ExecContext(ctx, "SELECT pg_cancel_backend($1)", pid)
+func (postgres) endSession(ctx context.Context, db *sql.DB, pid int64) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid)
 	return err
 }
 
