@@ -67,6 +67,12 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 // pgRelease leaves one hold; the last one frees the row and notifies
 // waiters (delivered when the statement commits). Token 0 matches the
 // owner's hold whatever its token: the owner id is unique to one hold.
+//
+// The release commits without waiting for its WAL flush (or a synchronous
+// standby): synchronous_commit is off for its transaction alone. A crash
+// can lose a release that already returned, and then the lock stays with
+// the old holder until its expiry: a delay, never a second holder. The
+// next grant's own commit flushes the WAL past the release anyway.
 const pgRelease = `
 WITH released AS (
 	UPDATE dlock_locks SET
@@ -76,7 +82,10 @@ WITH released AS (
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
 	RETURNING reentry
 )
-SELECT CASE WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT NULL END FROM released`
+SELECT CASE
+	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
+	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT NULL
+END FROM released`
 
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
