@@ -22,8 +22,9 @@ const listenerIdle = 30 * time.Second
 
 // listener is one LISTEN connection per *sql.DB, shared by the waiters of
 // every Locker on it. It runs while anyone waits (and listenerIdle after),
-// and hands each release notification to the waiters of that name (a
-// wakeup.Hub).
+// and hands each release notification to one waiter of that name, the
+// longest waiting (wakeup.Hub.WakeOne): a release frees the lock for one,
+// so a process's waiters cost one attempt per hand-off, not one each.
 type listener struct {
 	db  *sql.DB
 	log *slog.Logger
@@ -187,7 +188,7 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 			if err != nil {
 				return errjoin.Join(err, sqldriver.ErrBadConn)
 			}
-			l.hub.Wake(n.Payload)
+			l.hub.WakeOne(n.Payload)
 		}
 	})
 	return err

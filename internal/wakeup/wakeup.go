@@ -13,37 +13,50 @@ import (
 	"time"
 )
 
-// Hub is the waiters of a transport, by key. The zero Hub is ready to use.
+// Hub is the waiters of a transport, by key, in the order they came. The
+// zero Hub is ready to use.
 type Hub struct {
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string][]chan struct{}
 }
 
 // Add registers a waiter for key. Its channel holds at most one pending
 // wake-up: a waiter that is busy when several come sees one, and looks
 // again. remove unregisters it and reports whether key has no waiter left
 // (the transport may then stop listening for key); it may be called more
-// than once.
+// than once. A wake-up still pending at remove (the waiter left without
+// looking, say its ctx ended) goes to the next waiter, as WakeOne would
+// give it, so a wake-up meant for one is not lost with it.
 func (h *Hub) Add(key string) (wake <-chan struct{}, remove func() (last bool)) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	if h.waiters == nil {
-		h.waiters = map[string]map[chan struct{}]struct{}{}
+		h.waiters = map[string][]chan struct{}{}
 	}
-	if h.waiters[key] == nil {
-		h.waiters[key] = map[chan struct{}]struct{}{}
-	}
-	h.waiters[key][ch] = struct{}{}
+	h.waiters[key] = append(h.waiters[key], ch)
 	h.mu.Unlock()
 	var once sync.Once
 	return ch, func() (last bool) {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			delete(h.waiters[key], ch)
-			if len(h.waiters[key]) == 0 {
+			list := h.waiters[key]
+			for i, c := range list {
+				if c == ch {
+					list = append(list[:i:i], list[i+1:]...)
+					break
+				}
+			}
+			if len(list) == 0 {
 				delete(h.waiters, key)
 				last = true
+				return
+			}
+			h.waiters[key] = list
+			select {
+			case <-ch:
+				h.wakeOne(key)
+			default:
 			}
 		})
 		return last
@@ -54,8 +67,28 @@ func (h *Hub) Add(key string) (wake <-chan struct{}, remove func() (last bool)) 
 func (h *Hub) Wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.waiters[key] {
+	for _, ch := range h.waiters[key] {
 		notify(ch)
+	}
+}
+
+// WakeOne wakes one of key's waiters, the longest waiting of those with no
+// wake-up pending, for a transport whose wake-up frees room for one (an
+// exclusive lock released): the others would only find it taken. Another
+// process's waiters are woken by their own Hub.
+func (h *Hub) WakeOne(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wakeOne(key)
+}
+
+// wakeOne is WakeOne with h.mu held.
+func (h *Hub) wakeOne(key string) {
+	for _, ch := range h.waiters[key] {
+		if len(ch) == 0 {
+			notify(ch)
+			return
+		}
 	}
 }
 
@@ -64,8 +97,8 @@ func (h *Hub) Wake(key string) {
 func (h *Hub) WakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, set := range h.waiters {
-		for ch := range set {
+	for _, list := range h.waiters {
+		for _, ch := range list {
 			notify(ch)
 		}
 	}
@@ -83,8 +116,8 @@ func (h *Hub) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, set := range h.waiters {
-		n += len(set)
+	for _, list := range h.waiters {
+		n += len(list)
 	}
 	return n
 }

@@ -140,3 +140,34 @@ func TestWaiterPollsWithoutPush(t *testing.T) {
 		t.Fatalf("subscribed %d times, told %d times; want once each", subscribes, told)
 	}
 }
+
+// WakeOne wakes the longest-waiting waiter with nothing pending, and a
+// wake-up pending when its waiter leaves passes to the next one.
+func TestWakeOne(t *testing.T) {
+	var h wakeup.Hub
+	a, removeA := h.Add("x")
+	b, removeB := h.Add("x")
+	c, removeC := h.Add("x")
+	defer removeC()
+	h.WakeOne("x")
+	if !woken(a) || woken(b) || woken(c) {
+		t.Fatal("WakeOne must wake the first waiter only")
+	}
+	h.WakeOne("x")
+	h.WakeOne("x") // a has one pending: the next goes to b
+	if !woken(a) || !woken(b) || woken(c) {
+		t.Fatal("WakeOne must pass over a waiter with a wake-up pending")
+	}
+	h.WakeOne("x")
+	removeA() // leaves with its wake-up unread: b, the next, gets it
+	if !woken(b) || woken(c) {
+		t.Fatal("a wake-up pending at remove must go to the next waiter")
+	}
+	removeB() // nothing pending: nobody is woken
+	if woken(c) {
+		t.Fatal("remove with nothing pending woke a waiter")
+	}
+	if h.Waiting("x") != 1 {
+		t.Fatalf("Waiting(x) = %d, want 1", h.Waiting("x"))
+	}
+}
