@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // One Client is safe for any number of goroutines, and they exclude each
 // other: a Lock of a name another goroutine holds through the same Client
 // waits in the process (only one goroutine per name and Client talks to
-// the server at a time) until that hold ends. Re-entry is bound to the call
+// the server at a time) until that hold ends, in the order the Locks
+// came: the goroutine that released cannot take the name back ahead of
+// those waiting. Re-entry is bound to the call
 // chain, not to the Client: a Lock whose ctx carries a lease of the same
 // name from this Client (see ContextWithLease; Do does it for fn) re-enters
 // that hold at once.
@@ -32,10 +35,20 @@ type Client struct {
 
 	mu       sync.Mutex
 	holds    map[string]*hold
+	queues   map[string]*localQueue
 	closed   bool
 	closing  context.Context // cancelled by Close
 	closeAll context.CancelFunc
 	wg       sync.WaitGroup // watchdogs and background releases
+}
+
+// localQueue is the call chains of one Client waiting for a name another
+// chain holds, in arrival order. When the hold ends, the first one is
+// handed the turn: nobody else may take the name until it does, or passes
+// the turn on as it leaves. Guarded by Client.mu.
+type localQueue struct {
+	waiting []chan struct{} // each closed when its turn comes
+	handed  chan struct{}   // the turn handed out and not yet taken
 }
 
 // family ties Clients whose holds of one name belong to one owner when a
@@ -121,7 +134,7 @@ func packageOf(t reflect.Type) string {
 }
 
 func newClient(b driver.Backend, cfg Config, f *family) *Client {
-	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold)}
+	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold), queues: make(map[string]*localQueue)}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
 	return c
 }
@@ -196,15 +209,29 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 		return nil, notAcquired(ctx, nil)
 	}
 	mine, owner := c.chainHold(ctx, name)
+	var turn chan struct{} // this call's place in the name's queue
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
+			c.leaveQueue(name, turn)
 			return nil, ErrClosed
 		}
 		h := c.holds[name]
+		q := c.queues[name]
+		if h != nil && turn != nil && q != nil && q.handed == turn {
+			// Not expected (the turn was handed when no hold was left);
+			// pass the turn on rather than spin on a closed channel.
+			q.handed, turn = nil, nil
+		}
 		switch {
-		case h == nil:
+		case h == nil && (q == nil || turn != nil && q.handed == turn || q.handed == nil && len(q.waiting) == 0):
+			if q != nil {
+				q.handed = nil
+				if len(q.waiting) == 0 {
+					delete(c.queues, name)
+				}
+			}
 			if owner == "" {
 				owner = c.newOwner()
 			}
@@ -216,24 +243,68 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			c.holds[name] = h
 			c.mu.Unlock()
 			return c.acquire(ctx, h, wait)
-		case h == mine && h.state == held:
+		case h != nil && h == mine && h.state == held:
 			l := h.newLease(c)
 			c.mu.Unlock()
 			return l, nil
 		case !wait:
 			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %q is held by another call chain of this process", ErrNotAcquired, name)
+			return nil, fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)
 		}
-		gone := h.gone
+		if turn == nil {
+			if q == nil {
+				q = &localQueue{}
+				c.queues[name] = q
+			}
+			turn = make(chan struct{})
+			q.waiting = append(q.waiting, turn)
+		}
 		c.mu.Unlock()
 		select {
-		case <-gone:
+		case <-turn:
 		case <-ctx.Done():
+			c.leaveQueue(name, turn)
 			return nil, notAcquired(ctx, nil)
 		case <-c.closing.Done():
+			c.leaveQueue(name, turn)
 			return nil, ErrClosed
 		}
 	}
+}
+
+// leaveQueue takes turn (nil: none) out of name's queue; a turn handed to
+// it and not taken passes to the next in line.
+func (c *Client) leaveQueue(name string, turn chan struct{}) {
+	if turn == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.queues[name]
+	if q == nil {
+		return
+	}
+	if q.handed == turn {
+		q.handed = nil
+		if c.holds[name] == nil {
+			c.handTurn(name, q)
+		}
+	} else if i := slices.Index(q.waiting, turn); i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+	}
+	if q.handed == nil && len(q.waiting) == 0 {
+		delete(c.queues, name)
+	}
+}
+
+// handTurn gives name to the first chain in q, if any. c.mu must be held.
+func (c *Client) handTurn(name string, q *localQueue) {
+	if len(q.waiting) == 0 {
+		return
+	}
+	q.handed = q.waiting[0]
+	q.waiting = slices.Delete(q.waiting, 0, 1)
+	close(q.handed)
 }
 
 // newOwner returns a fresh server-side owner id: the owner label, '#' and
@@ -296,6 +367,9 @@ func (c *Client) settle(h *hold) {
 	defer c.mu.Unlock()
 	if c.holds[h.Name] == h {
 		delete(c.holds, h.Name)
+		if q := c.queues[h.Name]; q != nil && q.handed == nil {
+			c.handTurn(h.Name, q)
+		}
 	}
 	select {
 	case <-h.gone:

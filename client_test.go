@@ -454,3 +454,97 @@ func TestSessionBoundReleaseIsNeverAbandoned(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Goroutines sharing a Client take a name in the order their Locks came;
+// the goroutine that released cannot take it back ahead of them.
+func TestLocalQueueIsFIFO(t *testing.T) {
+	c := newClient(t, newMemory())
+	ctx := context.Background()
+	name := dlocktest.Name(t)
+	first, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 4
+	order := make(chan int, waiters+1)
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			lease, err := c.Lock(ctx, name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			order <- i
+			errs <- lease.Unlock(ctx)
+		}()
+		dlocktest.Eventually(t, func() bool { return dlock.LocalWaiting(c, name) == i+1 }, "waiter queued")
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Lock(ctx, name) // the releaser, at once: last in line
+	if err != nil {
+		t.Fatal(err)
+	}
+	order <- waiters
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("lock %d taken in turn %d: not first come, first served", got, want)
+		}
+		want++
+	}
+}
+
+// A queued Lock whose ctx ends leaves the queue, and the next in line
+// still gets the name.
+func TestLocalQueueSkipsAbandonedWaiter(t *testing.T) {
+	c := newClient(t, newMemory())
+	ctx := context.Background()
+	name := dlocktest.Name(t)
+	first, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	abandoned := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(actx, name)
+		abandoned <- err
+	}()
+	dlocktest.Eventually(t, func() bool { return dlock.LocalWaiting(c, name) == 1 }, "first waiter queued")
+	next := make(chan error, 1)
+	go func() {
+		lease, err := c.Lock(ctx, name)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		next <- err
+	}()
+	dlocktest.Eventually(t, func() bool { return dlock.LocalWaiting(c, name) == 2 }, "second waiter queued")
+	cancel()
+	if err := <-abandoned; !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("abandoned Lock = %v, want ErrNotAcquired", err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-next:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(dlocktest.Timeout):
+		t.Fatal("the next waiter never got the name")
+	}
+}
