@@ -36,15 +36,15 @@ lint:
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 
-# Benchmarks W1 (uncontended), W2 (contended) and the herd (64 waiters)
-# for every backend, one package at a time (-p 1: two packages measured at
-# once on a 2-core machine measure each other); the raw output (benchstat
-# format) is kept in $(BENCH_OUT). Herd runs once per count: it measures
-# one queue.
+# Benchmarks W1 (uncontended), W2 (contended), W3 (a seckill sale, 100
+# buyers) and the herd (64 waiters) for every backend, with the peers, one
+# package at a time (-p 1: two packages measured at once on a 2-core
+# machine measure each other); the raw output (benchstat format) is kept in
+# $(BENCH_OUT). W3 and the herd run once per count: one sale, one queue.
 bench: services
 	@mkdir -p $(dir $(BENCH_OUT))
 	DLOCK_REQUIRE_SERVICES=1 $(GO) test -p 1 -run '^$$' -bench 'Uncontended|Contended' -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) ./... | tee $(BENCH_OUT)
-	DLOCK_REQUIRE_SERVICES=1 $(GO) test -p 1 -run '^$$' -bench Herd -benchtime 1x -count $(BENCH_COUNT) ./... | tee -a $(BENCH_OUT)
+	DLOCK_REQUIRE_SERVICES=1 $(GO) test -p 1 -run '^$$' -bench 'Herd|Seckill' -benchtime 1x -count $(BENCH_COUNT) ./... | tee -a $(BENCH_OUT)
 	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
 # A flash sale on PostgreSQL with every strategy, side by side (about 20s);

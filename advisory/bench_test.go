@@ -68,3 +68,26 @@ func BenchmarkContendedRaw(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSeckill is W3 through one Locker shared by the buyers; stock
+// and orders are in the same server, on a pool of their own.
+func BenchmarkSeckill(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			db.SetMaxOpenConns(testenv.SaleLockConns)
+			dlocktest.BenchSeckill(b, newLocker(b, db), testenv.SaleDB(b, d.Open))
+		})
+	}
+}
+
+// BenchmarkSeckillRaw is W3 on the bare primitive, beside BenchmarkSeckill.
+func BenchmarkSeckillRaw(b *testing.B) {
+	for _, d := range databases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := migrated(b, d.Open)
+			db.SetMaxOpenConns(testenv.SaleLockConns)
+			dlocktest.BenchSeckill(b, testenv.RawAdvisory(db, d.Driver), testenv.SaleDB(b, d.Open))
+		})
+	}
+}

@@ -47,6 +47,15 @@ func commandCount(c *redis.Client) dlocktest.Requests {
 	}
 }
 
+// BenchmarkSeckill is W3 through the lock and the fair lock, each one
+// Locker shared by the buyers; stock and orders are in PostgreSQL.
+func BenchmarkSeckill(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	db := testenv.SaleDB(b, testenv.Postgres)
+	b.Run("lock", func(b *testing.B) { dlocktest.BenchSeckill(b, newLocker(b, client(b, addr)), db) })
+	b.Run("fair", func(b *testing.B) { dlocktest.BenchSeckill(b, newFair(b, client(b, addr)), db) })
+}
+
 func BenchmarkHerd(b *testing.B) {
 	for _, kind := range []string{"lock", "fair"} {
 		b.Run(kind, func(b *testing.B) {

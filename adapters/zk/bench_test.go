@@ -44,6 +44,9 @@ func (l libLocker) TryLock(ctx context.Context, name string) (dlock.Lease, error
 
 func (l *libLease) Unlock(context.Context) error { return l.l.Unlock() }
 
+// Token is 0: zk.Lock gives no fencing token.
+func (l *libLease) Token() uint64 { return 0 }
+
 const benchSession = 10 * time.Second
 
 func BenchmarkUncontended(b *testing.B) {
@@ -70,6 +73,20 @@ func BenchmarkContended(b *testing.B) {
 	})
 	b.Run("go-zookeeper", func(b *testing.B) {
 		run(b, func(_ *testing.B, c *zk.Conn) dlock.Locker { return libLocker{c} })
+	})
+}
+
+// BenchmarkSeckill is W3 through zklock and go-zookeeper's zk.Lock, each
+// on one session shared by the buyers; stock and orders are in
+// PostgreSQL.
+func BenchmarkSeckill(b *testing.B) {
+	addrs := testenv.ZKAddrs(b)
+	db := testenv.SaleDB(b, testenv.Postgres)
+	b.Run("zklock", func(b *testing.B) {
+		dlocktest.BenchSeckill(b, newLocker(b, testenv.ZK(b, addrs, benchSession)), db)
+	})
+	b.Run("go-zookeeper", func(b *testing.B) {
+		dlocktest.BenchSeckill(b, libLocker{testenv.ZK(b, addrs, benchSession)}, db)
 	})
 }
 

@@ -25,6 +25,9 @@ type rawLease struct {
 
 func (l *rawLease) Unlock(ctx context.Context) error { return l.unlock(ctx) }
 
+// Token is 0: the bare primitives give no fencing token.
+func (l *rawLease) Token() uint64 { return 0 }
+
 // rawLocker locks with lock and needs nothing else.
 type rawLocker struct {
 	lock func(ctx context.Context, name string) (func(context.Context) error, error)

@@ -52,3 +52,22 @@ func Closing[C interface{ Close(context.Context) error }](t testing.TB, c C) C {
 	})
 	return c
 }
+
+// Pools of workload W3 (dlocktest.BenchSeckill). Its 100 buyers waiting
+// on a bare server lock would each take a connection, past PostgreSQL's
+// default max_connections of 100; an application bounds its pools, and
+// waiters past the bound queue in database/sql.
+const (
+	// SaleConns bounds the pool of the stock and orders database.
+	SaleConns = 10
+	// SaleLockConns bounds the pool of a SQL lock's Lockers.
+	SaleLockConns = 40
+)
+
+// SaleDB opens W3's stock and orders database with open, its pool bounded
+// to SaleConns.
+func SaleDB(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
+	db := open(t)
+	db.SetMaxOpenConns(SaleConns)
+	return db
+}

@@ -1,6 +1,6 @@
 // Command benchtable turns `go test -bench` output from dlock's
-// benchmarks into one table, backend × workload, with the median of each
-// metric across repeated runs:
+// benchmarks into tables, backend × workload (W1, W2, herd; then W3, the
+// seckill sale), with the median of each metric across repeated runs:
 //
 //	go test -run '^$' -bench . -count 5 ./... | go run ./internal/cmd/benchtable
 package main
@@ -75,6 +75,8 @@ func run(in io.Reader, out io.Writer) error {
 			return fmt.Sprintf("%.0f µs", v/1e3)
 		case unit == "retook-%":
 			return fmt.Sprintf("%.0f%%", v)
+		case strings.HasSuffix(unit, "-ms"):
+			return fmt.Sprintf("%.1f ms", v)
 		case unit == "allocs/op" || v >= 100:
 			return fmt.Sprintf("%.0f", v)
 		}
@@ -89,15 +91,18 @@ func run(in io.Reader, out io.Writer) error {
 		return vs[len(vs)/2]
 	}
 	// The best peer on the same server: the fastest W1 cycle, the most W2
-	// acquisitions per second.
+	// acquisitions per second, the most W3 orders per second.
 	vsPeer := func(k key) string {
 		r := describe(k)
 		if r.peer || r.workload == "herd" {
 			return ""
 		}
 		unit, better := "ns/cycle", func(a, b float64) bool { return a < b }
-		if strings.HasPrefix(r.workload, "W2") {
+		switch {
+		case strings.HasPrefix(r.workload, "W2"):
 			unit, better = "acq/s", func(a, b float64) bool { return a > b }
+		case r.workload == "W3":
+			unit, better = "orders/s", func(a, b float64) bool { return a > b }
 		}
 		best, name := 0.0, ""
 		for _, o := range order {
@@ -115,10 +120,13 @@ func run(in io.Reader, out io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
+	var sales []key
 	for _, k := range order {
 		r := describe(k)
 		runs := len(metrics[k]["ns/op"])
 		switch r.workload {
+		case "W3":
+			sales = append(sales, k)
 		case "W1":
 			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t%s\t%d\t\n", r.label,
 				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k), runs)
@@ -129,6 +137,16 @@ func run(in io.Reader, out io.Writer) error {
 				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"),
 				median(k, "lost-updates"), median(k, "violations"), vsPeer(k), runs)
 		}
+	}
+	if err := tw.Flush(); err != nil || len(sales) == 0 {
+		return err
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tworkload\torders/s\tp50\tp99\t÷ best peer\truns\t")
+	for _, k := range sales {
+		fmt.Fprintf(tw, "%s\tW3\t%s\t%s\t%s\t%s\t%d\t\n", describe(k).label, median(k, "orders/s"),
+			median(k, "p50-ms"), median(k, "p99-ms"), vsPeer(k), len(metrics[k]["ns/op"]))
 	}
 	return tw.Flush()
 }
@@ -142,7 +160,8 @@ type row struct {
 }
 
 // describe reads a benchmark name: Uncontended… is W1, Contended… W2
-// (with a clients=N sub-benchmark, "W2 ×N"), Herd the herd; a Raw or Peers
+// (with a clients=N sub-benchmark, "W2 ×N"), Seckill… W3, Herd the herd;
+// a Raw or Peers
 // suffix marks a peer, as does go-zookeeper. The sub-benchmark is the
 // database (the SQL packages' server) or the peer's name.
 func describe(k key) row {
@@ -156,6 +175,8 @@ func describe(k key) row {
 	switch {
 	case strings.HasPrefix(workload, "Uncontended"):
 		r.workload, suffix = "W1", strings.TrimPrefix(workload, "Uncontended")
+	case strings.HasPrefix(workload, "Seckill"):
+		r.workload, suffix = "W3", strings.TrimPrefix(workload, "Seckill")
 	case strings.HasPrefix(workload, "Contended"):
 		r.workload, suffix = "W2", strings.TrimPrefix(workload, "Contended")
 		if clients != "" {

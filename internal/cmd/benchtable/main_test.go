@@ -13,6 +13,8 @@ BenchmarkHerd/fair-2     	       1	 386065463 ns/op	         2.031 requests/hand
 BenchmarkContended/clients=8-2     	    5000	    270799 ns/op	      3693 acq/s	    118512 gap-ns	         4.470 gap-rtts	         1.600 retook-%	         0 lost-updates	     26510 rtt-ns	         0 violations
 BenchmarkUncontendedPeers/redsync-2   	    5000	    192212 ns/op	    290388 ns/cycle	     46907 rtt-ns	         6.000 rtts/cycle	    3144 B/op	      65 allocs/op
 BenchmarkContendedPeers/redsync/clients=8-2     	    5000	    270799 ns/op	      7386 acq/s	    118512 gap-ns	         4.470 gap-rtts	        97.000 retook-%	         0 lost-updates	     26510 rtt-ns	         0 violations
+BenchmarkSeckill/lock-2   	       1	 343236457 ns/op	       300.0 orders/s	         1.208 p50-ms	       340.8 p99-ms
+BenchmarkSeckillPeers/redsync-2   	       1	 343236457 ns/op	       600.0 orders/s	         66.93 p50-ms	       279.1 p99-ms
 pkg: github.com/dlockhq/dlock/advisory
 BenchmarkUncontended/postgres-2   	    5000	    192212 ns/op	    200000 ns/cycle	     46907 rtt-ns	         3.095 rtts/cycle	    3144 B/op	      65 allocs/op
 BenchmarkUncontendedRaw/postgres-2   	    5000	    192212 ns/op	    100000 ns/cycle	     46907 rtt-ns	         3.095 rtts/cycle	    3144 B/op	      65 allocs/op
@@ -27,7 +29,8 @@ BenchmarkUncontendedRaw/mysql-2   	    5000	    192212 ns/op	    50000 ns/cycle	
 	// redsync's cycle, its W2 half redsync's rate; advisory/postgres is
 	// compared with raw PostgreSQL, not raw MySQL.
 	for _, want := range []string{"adapters/redis", "W1", "3.30", "W2 ×8", "3693", "4.47", " 2%", "97%", "herd (64)", "2.03",
-		"0.53× adapters/redis/redsync", "0.50× adapters/redis/redsync", "2.00× advisory/postgres (raw)"} {
+		"0.53× adapters/redis/redsync", "0.50× adapters/redis/redsync", "2.00× advisory/postgres (raw)",
+		"adapters/redis/lock", "W3", "1.2 ms", "340.8 ms", "0.50× adapters/redis/redsync"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
