@@ -12,6 +12,15 @@
 // on the lock's channel; each waiter also wakes when the holder's TTL runs
 // out, so a holder that died never stalls anyone.
 //
+// When to use the fair lock. A release of New's lock wakes every Locker
+// waiting for the name, in every process, and each sends an attempt
+// (goroutines sharing a Locker queue in the process and cost the server
+// nothing): with 64 waiting Lockers, about 32 requests per hand-off, and
+// whoever is quickest wins. Where more than a few processes wait for one
+// name, use NewFair: its waiters queue on the server, a release wakes only
+// the next one (about 2 requests per hand-off, whatever the number of
+// waiters), and they are served in order. `make bench` measures both.
+//
 // Failover. Redis replicates asynchronously: by default a Sentinel or
 // Cluster failover can lose the grants and renewals the promoted replica
 // had not received. A holder whose grant was lost keeps its lease until
