@@ -277,8 +277,24 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 		return nil, ErrClosed
 	}
 	c.wg.Add(1)
+	if g.Lost != nil {
+		c.mu.Unlock()
+		go c.watch(h, g.Lost, h.TTL/3)
+		return l, nil
+	}
+	// Most holds end before their first renewal is due, so the watchdog's
+	// goroutine starts only then (or at the deadline, if that comes
+	// first), and renews at once. A hold that ends before never starts it.
+	start := time.AfterFunc(min(h.TTL/3, time.Until(h.deadline)), func() { c.watch(h, nil, 0) })
+	cancel := h.cancel
+	h.cancel = func() {
+		cancel()
+		if start.Stop() {
+			close(h.watched)
+			c.wg.Done()
+		}
+	}
 	c.mu.Unlock()
-	go c.watch(h, g.Lost)
 	return l, nil
 }
 

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// watch renews h every TTL/3 (when auto-renewal is on) and ends it when its
-// deadline passes unconfirmed, the server says it is gone, or the backend
-// reports the hold lost.
+// watch renews h every TTL/3, the first time after first (when
+// auto-renewal is on), and ends it when its deadline passes unconfirmed,
+// the server says it is gone, or the backend reports the hold lost.
 //
 // The deadline is enforced here, not by the renewal: a renewal runs on its
 // own goroutine, so a backend call that hangs (a frozen server, a
@@ -17,12 +17,12 @@ import (
 // the deadline. A renewal still in flight when the hold ends is waited for
 // before watch returns, so a release never overlaps it (on a pinned
 // connection, cancelling a statement can end the session).
-func (c *Client) watch(h *hold, lost <-chan error) {
+func (c *Client) watch(h *hold, lost <-chan error, first time.Duration) {
 	defer c.wg.Done()
 	defer close(h.watched)
 	var renew *time.Timer
 	if c.cfg.AutoRenew {
-		renew = time.NewTimer(h.TTL / 3)
+		renew = time.NewTimer(first)
 		defer renew.Stop()
 	}
 	c.renewLoop(h, lost, renew, h.TTL/3)
