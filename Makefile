@@ -1,4 +1,9 @@
 # dlock: make test runs what CI runs; make demo shows the locks at work.
+# Recipes run in bash with pipefail: a benchmark that fails inside a pipe
+# to tee fails the target.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
 GO          ?= go
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BENCH_COUNT ?= 5

@@ -20,7 +20,8 @@ type RoundTrip func(ctx context.Context) error
 // loop. Each iteration also times one bare round trip, interleaved, so both
 // see the same machine. Metrics: ns/cycle, rtt-ns and rtts/cycle.
 func BenchUncontended(b *testing.B, l dlock.Locker, rtt RoundTrip) {
-	ctx := context.Background()
+	ctx, cancel := benchContext()
+	defer cancel()
 	name := Name(b)
 	var cycle, trip time.Duration
 	b.ReportAllocs()
@@ -83,7 +84,8 @@ var BenchClients = []int{2, 8, 32}
 
 // benchContended is one W2 run with lockers.
 func benchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
-	ctx := context.Background()
+	ctx, cancel := benchContext()
+	defer cancel()
 	name := Name(b)
 	trip := measureRTT(b, rtt)
 
@@ -168,6 +170,12 @@ func benchContended(b *testing.B, lockers []dlock.Locker, rtt RoundTrip) {
 	}
 }
 
+// benchContext bounds a benchmark's calls: a lock that never wakes a
+// waiter fails the benchmark instead of stalling the run.
+func benchContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 5*Timeout)
+}
+
 // measureRTT is the median of a few bare round trips.
 func measureRTT(b *testing.B, rtt RoundTrip) time.Duration {
 	b.Helper()
@@ -199,7 +207,7 @@ type Requests func(ctx context.Context) (int64, error)
 // of waiters; one that wakes every waiter grows with them. b.N is not
 // used: the figure is per hand-off of one queue.
 func BenchHerd(b *testing.B, holder dlock.Locker, lockers []dlock.Locker, requests Requests) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*Timeout)
+	ctx, cancel := benchContext()
 	defer cancel()
 	name := Name(b)
 	var perHandOff float64

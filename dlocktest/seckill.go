@@ -1,7 +1,6 @@
 package dlocktest
 
 import (
-	"context"
 	"database/sql"
 	"hash/fnv"
 	"testing"
@@ -29,7 +28,8 @@ const (
 // user served, sold out or not), and the p50 and p99 latency of a
 // purchase attempt, in ms.
 func BenchSeckill(b *testing.B, l dlock.Locker, db *sql.DB) {
-	ctx := context.Background()
+	ctx, cancel := benchContext()
+	defer cancel()
 	if err := seckill.Migrate(ctx, db); err != nil {
 		b.Fatal(err)
 	}
