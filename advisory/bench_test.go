@@ -2,6 +2,7 @@ package advisory_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/dlockhq/dlock"
@@ -72,22 +73,10 @@ func BenchmarkContendedRaw(b *testing.B) {
 // BenchmarkSeckill is W3 through one Locker shared by the buyers; stock
 // and orders are in the same server, on a pool of their own.
 func BenchmarkSeckill(b *testing.B) {
-	for _, d := range databases {
-		b.Run(d.Name, func(b *testing.B) {
-			db := migrated(b, d.Open)
-			db.SetMaxOpenConns(testenv.SaleLockConns)
-			dlocktest.BenchSeckill(b, newLocker(b, db), testenv.SaleDB(b, d.Open))
-		})
-	}
+	testenv.Seckill(b, func(b *testing.B, db *sql.DB, _ string) dlock.Locker { return newLocker(b, db) })
 }
 
 // BenchmarkSeckillRaw is W3 on the bare primitive, beside BenchmarkSeckill.
 func BenchmarkSeckillRaw(b *testing.B) {
-	for _, d := range databases {
-		b.Run(d.Name, func(b *testing.B) {
-			db := migrated(b, d.Open)
-			db.SetMaxOpenConns(testenv.SaleLockConns)
-			dlocktest.BenchSeckill(b, testenv.RawAdvisory(db, d.Driver), testenv.SaleDB(b, d.Open))
-		})
-	}
+	testenv.Seckill(b, func(b *testing.B, db *sql.DB, driver string) dlock.Locker { return testenv.RawAdvisory(db, driver) })
 }

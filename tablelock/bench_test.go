@@ -83,23 +83,11 @@ func raw(b *testing.B, db *sql.DB, driver string) dlock.Locker {
 // BenchmarkSeckill is W3 through one Locker shared by the buyers; stock
 // and orders are in the same server, on a pool of their own.
 func BenchmarkSeckill(b *testing.B) {
-	for _, d := range databases {
-		b.Run(d.Name, func(b *testing.B) {
-			db := migrated(b, d.Open)
-			db.SetMaxOpenConns(testenv.SaleLockConns)
-			dlocktest.BenchSeckill(b, newLocker(b, db), testenv.SaleDB(b, d.Open))
-		})
-	}
+	testenv.Seckill(b, func(b *testing.B, db *sql.DB, _ string) dlock.Locker { return newLocker(b, db) })
 }
 
 // BenchmarkSeckillRaw is W3 on a bare SELECT … FOR UPDATE transaction,
 // beside BenchmarkSeckill.
 func BenchmarkSeckillRaw(b *testing.B) {
-	for _, d := range databases {
-		b.Run(d.Name, func(b *testing.B) {
-			db := migrated(b, d.Open)
-			db.SetMaxOpenConns(testenv.SaleLockConns)
-			dlocktest.BenchSeckill(b, raw(b, db, d.Driver), testenv.SaleDB(b, d.Open))
-		})
-	}
+	testenv.Seckill(b, func(b *testing.B, db *sql.DB, driver string) dlock.Locker { return raw(b, db, driver) })
 }

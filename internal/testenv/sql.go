@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/migrations"
 )
 
@@ -70,4 +72,17 @@ func SaleDB(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
 	db := open(t)
 	db.SetMaxOpenConns(SaleConns)
 	return db
+}
+
+// Seckill runs W3 (dlocktest.BenchSeckill) on each of SQLDatabases,
+// through the Locker mk makes on a migrated database whose pool is bounded
+// to SaleLockConns; the stock is on a pool of its own (SaleDB).
+func Seckill(b *testing.B, mk func(b *testing.B, db *sql.DB, driver string) dlock.Locker) {
+	for _, d := range SQLDatabases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := Migrated(b, d.Open)
+			db.SetMaxOpenConns(SaleLockConns)
+			dlocktest.BenchSeckill(b, mk(b, db, d.Driver), SaleDB(b, d.Open))
+		})
+	}
 }
