@@ -74,15 +74,54 @@ func SaleDB(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
 	return db
 }
 
+// SQLLocker makes a Locker on db, a database of driver ("pgx" or
+// "mysql"): dlock's, or a raw primitive for its benchmarks.
+type SQLLocker func(b *testing.B, db *sql.DB, driver string) dlock.Locker
+
+// Uncontended runs W1 (dlocktest.BenchUncontended) on each of
+// SQLDatabases, through the Locker mk makes on a migrated database.
+func Uncontended(b *testing.B, mk SQLLocker) {
+	for _, d := range SQLDatabases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := Migrated(b, d.Open)
+			dlocktest.BenchUncontended(b, mk(b, db, d.Driver), SelectOne(db))
+		})
+	}
+}
+
+// Contended runs W2 (dlocktest.BenchContended) on each of SQLDatabases;
+// each contender has its own pool, as a separate process would.
+func Contended(b *testing.B, mk SQLLocker) {
+	for _, d := range SQLDatabases {
+		b.Run(d.Name, func(b *testing.B) {
+			db := Migrated(b, d.Open)
+			dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return mk(b, d.Open(b), d.Driver) }, SelectOne(db))
+		})
+	}
+}
+
 // Seckill runs W3 (dlocktest.BenchSeckill) on each of SQLDatabases,
 // through the Locker mk makes on a migrated database whose pool is bounded
 // to SaleLockConns; the stock is on a pool of its own (SaleDB).
-func Seckill(b *testing.B, mk func(b *testing.B, db *sql.DB, driver string) dlock.Locker) {
+func Seckill(b *testing.B, mk SQLLocker) {
 	for _, d := range SQLDatabases {
 		b.Run(d.Name, func(b *testing.B) {
 			db := Migrated(b, d.Open)
 			db.SetMaxOpenConns(SaleLockConns)
 			dlocktest.BenchSeckill(b, mk(b, db, d.Driver), SaleDB(b, d.Open))
 		})
+	}
+}
+
+// MySQLQuestions counts the statements MySQL served its clients (SHOW
+// GLOBAL STATUS Questions), for dlocktest.BenchHerd. PostgreSQL has no
+// such live counter: its statistics reach pg_stat_database up to seconds
+// late.
+func MySQLQuestions(db *sql.DB) dlocktest.Requests {
+	return func(ctx context.Context) (int64, error) {
+		var name string
+		var n int64
+		err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
+		return n, err
 	}
 }
