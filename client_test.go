@@ -455,16 +455,23 @@ func TestSessionBoundReleaseIsNeverAbandoned(t *testing.T) {
 	}
 }
 
-// Goroutines sharing a Client take a name in the order their Locks came;
-// the goroutine that released cannot take it back ahead of them.
-func TestLocalQueueIsFIFO(t *testing.T) {
+// heldName returns a Client on a fresh in-memory backend, a name, and the
+// Client's lease of it.
+func heldName(t *testing.T) (*dlock.Client, string, dlock.Lease) {
 	c := newClient(t, newMemory())
-	ctx := context.Background()
 	name := dlocktest.Name(t)
-	first, err := c.Lock(ctx, name)
+	first, err := c.Lock(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, name, first
+}
+
+// Goroutines sharing a Client take a name in the order their Locks came;
+// the goroutine that released cannot take it back ahead of them.
+func TestLocalQueueIsFIFO(t *testing.T) {
+	c, name, first := heldName(t)
+	ctx := context.Background()
 	const waiters = 4
 	order := make(chan int, waiters+1)
 	errs := make(chan error, waiters)
@@ -509,13 +516,8 @@ func TestLocalQueueIsFIFO(t *testing.T) {
 // A queued Lock whose ctx ends leaves the queue, and the next in line
 // still gets the name.
 func TestLocalQueueSkipsAbandonedWaiter(t *testing.T) {
-	c := newClient(t, newMemory())
+	c, name, first := heldName(t)
 	ctx := context.Background()
-	name := dlocktest.Name(t)
-	first, err := c.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	actx, cancel := context.WithCancel(ctx)
 	abandoned := make(chan error, 1)
 	go func() {
