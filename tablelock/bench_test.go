@@ -3,6 +3,7 @@ package tablelock_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 
 	"github.com/dlockhq/dlock"
@@ -21,8 +22,10 @@ func BenchmarkContended(b *testing.B) { testenv.Contended(b, locker) }
 // and orders are in the same server, on a pool of their own.
 func BenchmarkSeckill(b *testing.B) { testenv.Seckill(b, locker) }
 
-// BenchmarkHerd counts MySQL's statements per hand-off with 64 waiters.
-// PostgreSQL has no live counter to count them with.
+// BenchmarkHerd counts the statements per hand-off with 64 waiters: on
+// MySQL by the server's counter, on PostgreSQL as pgx sends them
+// (testenv.PGCounter). The PostgreSQL waiters are 64 Lockers on one pool,
+// then 16 processes of 4 (a pool and a LISTEN connection each).
 func BenchmarkHerd(b *testing.B) {
 	b.Run("mysql", func(b *testing.B) {
 		db := migrated(b, testenv.MySQL)
@@ -32,6 +35,21 @@ func BenchmarkHerd(b *testing.B) {
 		}
 		dlocktest.BenchHerd(b, newLocker(b, db), waiters, testenv.MySQLQuestions(db))
 	})
+	for _, procs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("postgres/processes=%d", procs), func(b *testing.B) {
+			var count testenv.PGCounter
+			dbs := make([]*sql.DB, procs)
+			for i := range dbs {
+				dbs[i] = migrated(b, count.Open)
+				dbs[i].SetMaxOpenConns(64/procs + 1)
+			}
+			waiters := make([]dlock.Locker, 64)
+			for i := range waiters {
+				waiters[i] = newLocker(b, dbs[i%procs])
+			}
+			dlocktest.BenchHerd(b, newLocker(b, dbs[0]), waiters, count.Requests())
+		})
+	}
 }
 
 // BenchmarkUncontendedRaw is W1 on the bare primitive the package wraps

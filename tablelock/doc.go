@@ -8,10 +8,20 @@
 // connection pool, and a holder that dies releases the lock when its lease
 // expires. Rows are kept after release so the token only ever grows.
 //
-// Waiting is pushed on PostgreSQL (LISTEN/NOTIFY on one listener connection
-// per *sql.DB, shared by the waiters of every Locker on it) and polled with capped, jittered
-// backoff on MySQL. Either way a waiter also wakes when the holder's lease
-// runs out.
+// Waiting is pushed on PostgreSQL and polled with capped, jittered backoff
+// on MySQL. Either way a waiter also wakes when the holder's lease runs
+// out. On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
+// connection, shared by the waiters of every Locker on it. Waiting
+// processes queue in dlock_waiters (an unlogged table), and a release
+// notifies the one that has waited longest and is still connected, which
+// wakes its longest waiting waiter. A hand-off therefore costs the release
+// and about one attempt, however many processes wait (BenchmarkHerd). A
+// process that stopped waiting passes the wake-up on. One that died is
+// skipped. When the queue is empty (after a failover or a crash, which
+// empty an unlogged table), a release wakes one waiter in every process.
+// Processes running a version of this package from before the queue do
+// not join it: they wake at their fallback poll (dlock.Config.PushFallback)
+// while newer processes wait too.
 //
 // Each hold is its own owner on the server: the owner column holds the
 // Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a

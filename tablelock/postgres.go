@@ -13,7 +13,7 @@ import (
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel of releases; the payload is
-// the lock name.
+// "<pid>/<name>", see parsePayload.
 const notifyChannel = "dlock_locks"
 
 // pgAcquire inserts the row, takes over an expired one, or re-enters one
@@ -34,7 +34,35 @@ const notifyChannel = "dlock_locks"
 const pgAcquire = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
-), taken AS (
+), taken AS (` + pgTake + `
+)` + pgOutcome
+
+// pgAcquireQueued is pgAcquire for an attempt of a listening process
+// (see listener): it also keeps the process's place in dlock_waiters, in
+// the same statement. $4 is the pid of the process's LISTEN connection. A
+// failed attempt of a subscribed waiter ($5) queues the process, or
+// refreshes its place (expiry $7 µs ahead) and keeps its turn. A
+// successful one takes the process out of the queue, or, when other
+// waiters of the process still wait ($6), sends it to the back. The rows
+// are in an unlogged table: a failed attempt stays free of WAL flushes.
+const pgAcquireQueued = `
+WITH cur AS (
+	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
+), taken AS (` + pgTake + `
+), queued AS (
+	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at)
+	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond'
+	WHERE CASE WHEN EXISTS (SELECT 1 FROM taken) THEN $6::boolean ELSE $5::boolean END
+	ON CONFLICT (name, pid) DO UPDATE SET
+		since      = CASE WHEN EXISTS (SELECT 1 FROM taken) OR w.expires_at <= now() THEN now() ELSE w.since END,
+		expires_at = EXCLUDED.expires_at
+), dequeued AS (
+	DELETE FROM dlock_waiters
+	WHERE name = $1 AND pid = $4 AND NOT $6::boolean AND EXISTS (SELECT 1 FROM taken)
+)` + pgOutcome
+
+// pgTake is the upsert of pgAcquire and pgAcquireQueued.
+const pgTake = `
 	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
 	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond'
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar) THEN false
@@ -46,8 +74,10 @@ WITH cur AS (
 		acquired_at = CASE WHEN l.expires_at > now() THEN l.acquired_at ELSE now() END,
 		expires_at  = GREATEST(l.expires_at, EXCLUDED.expires_at)
 	WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-	RETURNING token
-)
+	RETURNING token`
+
+// pgOutcome is the result row of pgAcquire and pgAcquireQueued.
+const pgOutcome = `
 SELECT true, token, 0 FROM taken
 UNION ALL
 SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint
@@ -65,8 +95,10 @@ UPDATE dlock_locks SET expires_at = GREATEST(expires_at, now() + $4 * interval '
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 
 // pgRelease leaves one hold; the last one frees the row and notifies
-// waiters (delivered when the statement commits). Token 0 matches the
-// owner's hold whatever its token: the owner id is unique to one hold.
+// the longest waiting live process in dlock_waiters, or every listening
+// process when none is queued (see listener; delivered when the statement
+// commits). It also deletes the name's expired queue rows. Token 0 matches
+// the owner's hold whatever its token: the owner id is unique to one hold.
 //
 // The release commits without waiting for its WAL flush (or a synchronous
 // standby): synchronous_commit is off for its transaction alone. A crash
@@ -81,11 +113,35 @@ WITH released AS (
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
 	RETURNING reentry
+), gone AS (
+	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
 )
 SELECT CASE
 	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
-	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', $1) IS NOT NULL
+	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1) IS NOT NULL
 END FROM released`
+
+// pgHead is the pid of the longest waiting process queued for $1 whose
+// LISTEN connection is alive, or 0 for none (and then every listening
+// process is notified). Its statement's CTE gone returns the pids whose
+// rows it deletes: the statement's snapshot still shows them. A process that crashed or lost its connection
+// leaves its row behind until it expires; pg_stat_get_activity tells that
+// its pid is gone, so a release never wakes nobody.
+const pgHead = `
+	SELECT coalesce(min(pid), 0) FROM (
+		SELECT pid FROM dlock_waiters w
+		WHERE name = $1 AND expires_at > now() AND pid NOT IN (SELECT pid FROM gone)
+		  AND EXISTS (SELECT 1 FROM pg_stat_get_activity(w.pid))
+		ORDER BY since, pid LIMIT 1
+	) head`
+
+// pgPassOn takes process $2 out of the queue of $1 and notifies the next:
+// $2 was notified for a release after its last waiter for $1 left.
+const pgPassOn = `
+WITH gone AS (
+	DELETE FROM dlock_waiters WHERE name = $1 AND pid = $2 RETURNING pid
+)
+SELECT pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1)`
 
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
@@ -99,6 +155,19 @@ const gateClass = "1684827499" // "dloc" as a big-endian int32
 type postgres struct {
 	db       *sql.DB
 	listener *listener
+	// queueTTL is how long a process's place in dlock_waiters outlasts
+	// its last attempt: longer than the pause between a waiter's attempts
+	// (Config.PushFallback at most).
+	queueTTL time.Duration
+}
+
+// registration is how an attempt keeps its process's place in the queue;
+// the zero value when nothing of this process listens.
+func (p *postgres) registration(r driver.Request) registration {
+	if p.listener == nil {
+		return registration{}
+	}
+	return p.listener.registration(r.Name, r.Owner)
 }
 
 var (
@@ -113,7 +182,14 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		token    int64
 		leftUS   int64
 	)
-	err := p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
+	var row *sql.Row
+	if reg := p.registration(r); reg.pid != 0 {
+		row = p.db.QueryRowContext(ctx, pgAcquireQueued, r.Name, r.Owner, micros(r.TTL),
+			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL))
+	} else {
+		row = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL))
+	}
+	err := row.Scan(&acquired, &token, &leftUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
 		// statement's snapshot: taken, lease unknown.
@@ -176,5 +252,5 @@ func (p *postgres) Subscribe(ctx context.Context, r driver.Request) (<-chan stru
 		// holder could not renew: wait by polling.
 		return nil, nil, fmt.Errorf("tablelock: no room in a pool of one connection for LISTEN: %w", errors.ErrUnsupported)
 	}
-	return p.listener.subscribe(ctx, r.Name)
+	return p.listener.subscribe(ctx, r.Name, r.Owner)
 }

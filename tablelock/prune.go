@@ -16,7 +16,10 @@ const (
 	pgPrune = `
 DELETE FROM dlock_locks
 WHERE expires_at <= now() AND coalesce(acquired_at, '-infinity') < now() - $1 * interval '1 microsecond'`
-	myPrune = `
+	// pgPruneWaiters deletes the expired rows of the waiters' queue (see
+	// listener), which a release of the name would otherwise delete.
+	pgPruneWaiters = `DELETE FROM dlock_waiters WHERE expires_at <= now()`
+	myPrune        = `
 DELETE FROM dlock_locks
 WHERE expires_at <= UTC_TIMESTAMP(6) AND (acquired_at IS NULL OR acquired_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)`
 )
@@ -28,7 +31,9 @@ WHERE expires_at <= UTC_TIMESTAMP(6) AND (acquired_at IS NULL OR acquired_at < U
 // the database's clock, larger than any it had, provided that clock does
 // not step back. It is also safe to run while the name is in use: a held
 // row is never deleted, and an acquire racing the delete inserts the row
-// anew. Run it from a periodic job, or let a DBA run the same DELETE. ctx
+// anew. On PostgreSQL it also deletes the waiters' queue rows that
+// expired (processes that stopped waiting, for names nobody released
+// since). Run it from a periodic job, or let a DBA run the same DELETEs. ctx
 // governs the statement; db may use any driver (see New).
 func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	if db == nil {
@@ -44,6 +49,8 @@ func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	q := pgPrune
 	if d == sqldialect.MySQL {
 		q = myPrune
+	} else if _, err := db.ExecContext(ctx, pgPruneWaiters); err != nil {
+		return 0, fmt.Errorf("tablelock: prune: %w", schemaHint(err))
 	}
 	res, err := db.ExecContext(ctx, q, micros(idle))
 	if err != nil {

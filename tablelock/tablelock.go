@@ -50,6 +50,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 		return nil, err
 	}
 	b.log = c.Config().Logger
+	b.queueTTL = 2*c.Config().PushFallback + time.Second
 	return &Locker{Client: c, b: b}, nil
 }
 
@@ -71,8 +72,9 @@ type dialectBackend interface {
 // backend picks the dialect's statements at first use and hands every call
 // to them.
 type backend struct {
-	db  *sql.DB
-	log *slog.Logger
+	db       *sql.DB
+	log      *slog.Logger
+	queueTTL time.Duration // see postgres.queueTTL
 
 	mu       sync.Mutex
 	d        dialectBackend // nil until the dialect is known
@@ -102,7 +104,7 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 	if b.d == nil {
 		switch dialect {
 		case sqldialect.Postgres:
-			p := &postgres{db: b.db}
+			p := &postgres{db: b.db, queueTTL: b.queueTTL}
 			if !b.closed {
 				b.listener = listenerFor(b.db, b.log)
 				p.listener = b.listener
