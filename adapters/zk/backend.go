@@ -30,10 +30,13 @@ type backend struct {
 	// patience is how long a call retries while ZooKeeper is unreachable:
 	// the lease TTL.
 	patience time.Duration
+	// recheck is the first pause before a waiter looks again at the node
+	// it waits for, in case its watch was lost: Config.PushFallback.
+	recheck time.Duration
 }
 
 func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
-	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix}
+	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix, recheck: 2 * time.Second}
 }
 
 var (
@@ -124,6 +127,7 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	// its deletion thus costs us no read; otherwise nodes before it may be
 	// gone unseen, and one read beats checking them one by one.
 	q = nil
+	pause := b.recheck
 	for {
 		fresh := q == nil
 		if q == nil {
@@ -188,6 +192,31 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
 			return err
 		})
+		for err == nil && exists {
+			// Wait for the deletion event. go-zookeeper can lose a watch
+			// when it reconnects (re-registering it may fail, and it does
+			// not say), so the node is also looked at again now and then,
+			// less often the longer the wait.
+			recheck := time.NewTimer(pause)
+			select {
+			case ev := <-watch:
+				recheck.Stop()
+				if ev.Type != zk.EventNodeDeleted {
+					q = nil // a connection event: read the queue again
+				}
+				exists = false
+				continue
+			case <-recheck.C:
+				pause = min(2*pause, maxRecheck)
+				err = b.retry(ctx, session, func() (err error) {
+					exists, _, err = b.conn.Exists(dir + "/" + waitFor)
+					return err
+				})
+			case <-ctx.Done():
+				recheck.Stop()
+				return leave(ctx.Err())
+			}
+		}
 		if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
 			q = nil
 			if err := rejoin(); err != nil {
@@ -198,29 +227,18 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 		if err != nil {
 			return leave(err)
 		}
-		gone := func() {
-			if q[0] == waitFor {
-				q = q[1:]
-			} else {
-				q = nil
-			}
-		}
-		if !exists {
-			gone()
-			continue
-		}
-		select {
-		case ev := <-watch:
-			if ev.Type == zk.EventNodeDeleted {
-				gone()
-			} else {
-				q = nil // a connection event: read the queue again
-			}
-		case <-ctx.Done():
-			return leave(ctx.Err())
+		// The node waited for is gone.
+		if q != nil && q[0] == waitFor {
+			q = q[1:]
+		} else {
+			q = nil
 		}
 	}
 }
+
+// maxRecheck caps the pause between looks at the node a waiter waits for
+// (see AcquireWait).
+const maxRecheck = 30 * time.Second
 
 // Refresh checks that the hold's session is still the connection's and
 // that its node exists. go-zookeeper calls take no context and wait for a

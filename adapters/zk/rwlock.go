@@ -34,7 +34,7 @@ func NewReadWrite(conn *zk.Conn, root string, opts ...dlock.Option) (*ReadWrite,
 		return nil, err
 	}
 	rb := newBackend(conn, root, "read", ".rw")
-	rb.patience, rb.acl = w.b.patience, w.b.acl
+	rb.patience, rb.recheck, rb.acl = w.b.patience, w.b.recheck, w.b.acl
 	rc, err := w.NewSibling(rb)
 	if err != nil {
 		return nil, err

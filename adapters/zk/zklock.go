@@ -7,6 +7,11 @@
 // wakes one waiter (no herd). A node whose create reply was lost is found
 // again by its GUID, or deleted once the connection is back, so no orphan
 // blocks the queue. Cancelling a waiting Lock deletes its node.
+// go-zookeeper can lose a watch when it reconnects to another server (it
+// does not say when re-registering one fails), so a waiter also looks at
+// the node it waits for after dlock.Config.PushFallback, then at doubling
+// intervals up to 30s: one request each, and a lost watch costs at most
+// that wait.
 //
 // The fencing token is the lock node's Czxid: zxids increase across the
 // whole ensemble, so tokens increase across holders.
@@ -78,7 +83,7 @@ func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (
 	if err != nil {
 		return nil, err
 	}
-	b.patience = c.Config().TTL
+	b.patience, b.recheck = c.Config().TTL, c.Config().PushFallback
 	if b.acl, err = aclOf(c.Config()); err != nil {
 		return nil, err
 	}
