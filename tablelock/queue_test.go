@@ -181,69 +181,62 @@ func TestQueueIsFirstComeFirstServed(t *testing.T) {
 // A process whose waiter gave up is still at the head of the queue when
 // the lock is released: it passes the wake-up on.
 func TestQueuePassesOnForALeftProcess(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	name := dlocktest.Name(t)
-	first := hold(t, ctx, name)
-	admin := testenv.Postgres(t)
-	leftCtx, leave := context.WithCancel(ctx)
-	left := waitFor(leftCtx, newLocker(t, process(t, nil), slowPoll), name)
-	queued(t, ctx, admin, name, 1)
-	leave()
-	if lease := <-left; lease != nil {
-		t.Fatal("a cancelled Lock got the lock")
-	}
-	next := waitFor(ctx, newLocker(t, process(t, nil), slowPoll), name)
-	queued(t, ctx, admin, name, 2)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the next process was not woken: the wake-up went to the process that left")
-	}
-	_ = lease.Unlock(ctx)
+	wakesTheNextAfter(t, nil, "the wake-up went to the process that left")
 }
 
 // A process that died while queued (its LISTEN connection is gone) is
 // skipped: the release wakes the next live one.
 func TestQueueSkipsADeadProcess(t *testing.T) {
+	wakesTheNextAfter(t, func(ctx context.Context, admin, db *sql.DB, l *tablelock.Locker, pid int64) {
+		if err := l.Close(ctx); err != nil && !errors.Is(err, dlock.ErrClosed) {
+			t.Fatal(err)
+		}
+		_ = db.Close()
+		for { // until its LISTEN connection is gone
+			var alive bool
+			if err := admin.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
+				t.Fatal(err)
+			}
+			if !alive {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}, "the wake-up went to the dead process")
+}
+
+// wakesTheNextAfter queues a process, cancels its waiter's Lock and, with
+// die, ends the process (given its pool, Locker and queued pid); then it
+// queues a second process behind the first and checks that a release
+// wakes the second. why says what went wrong if it does not.
+func wakesTheNextAfter(t *testing.T, die func(ctx context.Context, admin, db *sql.DB, l *tablelock.Locker, pid int64), why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
 	name := dlocktest.Name(t)
 	first := hold(t, ctx, name)
 	admin := testenv.Postgres(t)
-	deadCtx, die := context.WithCancel(ctx)
-	deadDB := process(t, nil)
-	dead := newLocker(t, deadDB, slowPoll)
-	died := waitFor(deadCtx, dead, name)
+	goneDB := process(t, nil)
+	gone := newLocker(t, goneDB, slowPoll)
+	leftCtx, leave := context.WithCancel(ctx)
+	left := waitFor(leftCtx, gone, name)
 	pid := queued(t, ctx, admin, name, 1)[0]
-	die()
-	<-died
-	if err := dead.Close(ctx); err != nil && !errors.Is(err, dlock.ErrClosed) {
-		t.Fatal(err)
+	leave()
+	if lease := <-left; lease != nil {
+		t.Fatal("a cancelled Lock got the lock")
 	}
-	_ = deadDB.Close()
-	for { // until its LISTEN connection is gone
-		var alive bool
-		if err := admin.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if die != nil {
+		die(ctx, admin, goneDB, gone, pid)
 	}
 	next := waitFor(ctx, newLocker(t, process(t, nil), slowPoll), name)
 	if pids := queued(t, ctx, admin, name, 2); pids[0] != pid {
-		t.Fatalf("queue %v: the dead process %d is not at its head", pids, pid)
+		t.Fatalf("queue %v: the first process %d is not at its head", pids, pid)
 	}
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lease := <-next
 	if lease == nil {
-		t.Fatal("the live process was not woken: the wake-up went to the dead one")
+		t.Fatal("the next process was not woken: " + why)
 	}
 	_ = lease.Unlock(ctx)
 }
