@@ -163,7 +163,7 @@ func TestQueueIsFirstComeFirstServed(t *testing.T) {
 	var lease dlock.Lease
 	select {
 	case lease = <-a:
-	case lease = <-b:
+	case <-b:
 		t.Fatal("the process that came second got the lock first")
 	}
 	if lease == nil {
