@@ -208,6 +208,13 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 				continue
 			case <-recheck.C:
 				pause = min(2*pause, maxRecheck)
+				if b.conn.State() != zk.StateHasSession {
+					// No request while disconnected: go-zookeeper would
+					// send it the moment it reconnects, racing its own
+					// re-registration of watches (a data race in
+					// go-zookeeper v1.0.4). The next look will tell.
+					continue
+				}
 				err = b.retry(ctx, session, func() (err error) {
 					exists, _, err = b.conn.Exists(dir + "/" + waitFor)
 					return err
