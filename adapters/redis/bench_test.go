@@ -26,6 +26,15 @@ func BenchmarkContended(b *testing.B) {
 	dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return newLocker(b, client(b, addr)) }, ping(client(b, addr)))
 }
 
+// BenchmarkContendedFair is W2 on the fair lock (the "fair" rows),
+// beside BenchmarkContended.
+func BenchmarkContendedFair(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	b.Run("fair", func(b *testing.B) {
+		dlocktest.BenchContended(b, func(b *testing.B) dlock.Locker { return newFair(b, client(b, addr)) }, ping(client(b, addr)))
+	})
+}
+
 // commandCount sums the client-issued commands of INFO commandstats.
 func commandCount(c *redis.Client) dlocktest.Requests {
 	return func(ctx context.Context) (int64, error) {
