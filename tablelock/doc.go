@@ -21,7 +21,9 @@
 // empty an unlogged table), a release wakes one waiter in every process.
 // Processes running a version of this package from before the queue do
 // not join it: they wake at their fallback poll (dlock.Config.PushFallback)
-// while newer processes wait too.
+// while newer processes wait too. On a schema without the queue's table
+// (migration 000003 not applied yet), a Locker logs a warning once and
+// works as before the queue.
 //
 // Each hold is its own owner on the server: the owner column holds the
 // Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a

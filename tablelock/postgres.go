@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -106,13 +109,7 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 // the old holder until its expiry: a delay, never a second holder. The
 // next grant's own commit flushes the WAL past the release anyway.
 const pgRelease = `
-WITH released AS (
-	UPDATE dlock_locks SET
-		reentry    = reentry - 1,
-		owner      = CASE WHEN reentry > 1 THEN owner END,
-		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
-	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
-	RETURNING reentry
+WITH released AS (` + pgLeave + `
 ), gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
 )
@@ -120,6 +117,25 @@ SELECT CASE
 	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
 	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1) IS NOT NULL
 END FROM released`
+
+// pgReleaseUnqueued is pgRelease for a schema without dlock_waiters (not
+// yet migrated to 000003): the last hold wakes every listening process.
+const pgReleaseUnqueued = `
+WITH released AS (` + pgLeave + `
+)
+SELECT CASE
+	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
+	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL
+END FROM released`
+
+// pgLeave is the update of pgRelease and pgReleaseUnqueued.
+const pgLeave = `
+	UPDATE dlock_locks SET
+		reentry    = reentry - 1,
+		owner      = CASE WHEN reentry > 1 THEN owner END,
+		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
+	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
+	RETURNING reentry`
 
 // pgHead is the pid of the longest waiting process queued for $1 whose
 // LISTEN connection is alive, or 0 for none (and then every listening
@@ -159,6 +175,28 @@ type postgres struct {
 	// its last attempt: longer than the pause between a waiter's attempts
 	// (Config.PushFallback at most).
 	queueTTL time.Duration
+	// unqueued is set once the schema turned out to have no
+	// dlock_waiters (migration 000003 not applied): the statements
+	// without the queue are used from then on, as before it.
+	unqueued atomic.Bool
+	log      *slog.Logger
+}
+
+// missingQueue reports whether err says dlock_waiters is missing.
+func missingQueue(err error) bool {
+	return sqldialect.MissingSchema(err) && strings.Contains(err.Error(), "dlock_waiters")
+}
+
+// noQueue reports whether err says dlock_waiters is missing, and if so
+// switches p to the statements without it, once.
+func (p *postgres) noQueue(err error) bool {
+	if !missingQueue(err) {
+		return false
+	}
+	if !p.unqueued.Swap(true) {
+		p.log.Warn("tablelock: dlock_waiters is missing (PostgreSQL migration 000003): every listening process is woken on each release until it is applied", "err", err)
+	}
+	return true
 }
 
 // registration is how an attempt keeps its process's place in the queue;
@@ -182,14 +220,16 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		token    int64
 		leftUS   int64
 	)
-	var row *sql.Row
-	if reg := p.registration(r); reg.pid != 0 {
-		row = p.db.QueryRowContext(ctx, pgAcquireQueued, r.Name, r.Owner, micros(r.TTL),
-			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL))
-	} else {
-		row = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL))
+	var err error
+	queued := false
+	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
+		queued = true
+		err = p.db.QueryRowContext(ctx, pgAcquireQueued, r.Name, r.Owner, micros(r.TTL),
+			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)).Scan(&acquired, &token, &leftUS)
 	}
-	err := row.Scan(&acquired, &token, &leftUS)
+	if !queued || p.noQueue(err) { // a failed statement changed nothing
+		err = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
 		// statement's snapshot: taken, lease unknown.
@@ -220,7 +260,14 @@ func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 
 func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 	var notified sql.NullBool
-	err := p.db.QueryRowContext(ctx, pgRelease, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
+	q := pgRelease
+	if p.unqueued.Load() {
+		q = pgReleaseUnqueued
+	}
+	err := p.db.QueryRowContext(ctx, q, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
+	if q == pgRelease && p.noQueue(err) { // a failed statement changed nothing
+		err = p.db.QueryRowContext(ctx, pgReleaseUnqueued, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return notHeld(h)
 	}

@@ -33,7 +33,7 @@ WHERE expires_at <= UTC_TIMESTAMP(6) AND (acquired_at IS NULL OR acquired_at < U
 // row is never deleted, and an acquire racing the delete inserts the row
 // anew. On PostgreSQL it also deletes the waiters' queue rows that
 // expired (processes that stopped waiting, for names nobody released
-// since). Run it from a periodic job, or let a DBA run the same DELETEs. ctx
+// since), where the queue's table exists. Run it from a periodic job, or let a DBA run the same DELETEs. ctx
 // governs the statement; db may use any driver (see New).
 func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	if db == nil {
@@ -49,7 +49,7 @@ func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	q := pgPrune
 	if d == sqldialect.MySQL {
 		q = myPrune
-	} else if _, err := db.ExecContext(ctx, pgPruneWaiters); err != nil {
+	} else if _, err := db.ExecContext(ctx, pgPruneWaiters); err != nil && !missingQueue(err) {
 		return 0, fmt.Errorf("tablelock: prune: %w", schemaHint(err))
 	}
 	res, err := db.ExecContext(ctx, q, micros(idle))

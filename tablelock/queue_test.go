@@ -10,6 +10,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
 
@@ -270,5 +271,40 @@ func TestPruneQueue(t *testing.T) {
 	}
 	if len(pids) != 1 || pids[0] != 2 {
 		t.Fatalf("queue rows after Prune: pids %v, want [2] (the live one)", pids)
+	}
+}
+
+// On a schema not yet migrated to 000003 (no dlock_waiters), locks work
+// as before the queue: a release wakes every listening process.
+func TestWithoutQueueTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	dsn := testenv.FreshDSN(t, "pgx")
+	admin := testenv.Open(t, "pgx", dsn)
+	if err := migrations.Up(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "DROP TABLE dlock_waiters"); err != nil {
+		t.Fatal(err)
+	}
+	name := dlocktest.Name(t)
+	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
+	time.Sleep(300 * time.Millisecond) // the waiter listens
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock without dlock_waiters: %v", err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter was not woken without dlock_waiters")
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tablelock.Prune(ctx, admin, time.Hour); err != nil {
+		t.Fatalf("Prune without dlock_waiters: %v", err)
 	}
 }

@@ -104,7 +104,7 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 	if b.d == nil {
 		switch dialect {
 		case sqldialect.Postgres:
-			p := &postgres{db: b.db, queueTTL: b.queueTTL}
+			p := &postgres{db: b.db, queueTTL: b.queueTTL, log: b.log}
 			if !b.closed {
 				b.listener = listenerFor(b.db, b.log)
 				p.listener = b.listener
