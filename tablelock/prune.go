@@ -33,8 +33,9 @@ WHERE expires_at <= UTC_TIMESTAMP(6) AND (acquired_at IS NULL OR acquired_at < U
 // row is never deleted, and an acquire racing the delete inserts the row
 // anew. On PostgreSQL it also deletes the waiters' queue rows that
 // expired (processes that stopped waiting, for names nobody released
-// since), where the queue's table exists. Run it from a periodic job, or let a DBA run the same DELETEs. ctx
-// governs the statement; db may use any driver (see New).
+// since), where the queue's table exists. Run it from a periodic job, or
+// let a DBA run the same DELETEs. ctx governs the statements; db may use
+// any driver (see New).
 func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	if db == nil {
 		return 0, errors.New("tablelock: nil *sql.DB")

@@ -97,11 +97,18 @@ func TestQueueWakesOneProcess(t *testing.T) {
 	first := hold(t, ctx, name)
 	var count testenv.PGCounter
 	const procs, each = 8, 2
-	var waiting []<-chan dlock.Lease
+	done := make(chan error, procs*each) // each waiter's Lock, then Unlock
 	for range procs {
 		db := process(t, &count)
 		for range each {
-			waiting = append(waiting, waitFor(ctx, newLocker(t, db, slowPoll), name))
+			l := newLocker(t, db, slowPoll)
+			go func() {
+				lease, err := l.Lock(ctx, name)
+				if err == nil {
+					err = lease.Unlock(ctx)
+				}
+				done <- err
+			}()
 		}
 	}
 	queued(t, ctx, testenv.Postgres(t), name, procs)
@@ -118,25 +125,9 @@ func TestQueueWakesOneProcess(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for len(waiting) > 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d waiters still wait: a release woke nobody", len(waiting))
-		case <-time.After(10 * time.Millisecond):
-		}
-		for i := 0; i < len(waiting); i++ {
-			select {
-			case lease, ok := <-waiting[i]:
-				if !ok {
-					t.Fatal("a waiter failed")
-				}
-				if err := lease.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				waiting = append(waiting[:i], waiting[i+1:]...)
-				i--
-			default:
-			}
+	for range procs * each {
+		if err := <-done; err != nil {
+			t.Fatalf("a waiter (a release woke nobody?): %v", err)
 		}
 	}
 	n1, _ := before(ctx)

@@ -205,7 +205,6 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 					q = nil // a connection event: read the queue again
 				}
 				exists = false
-				continue
 			case <-recheck.C:
 				pause = min(2*pause, maxRecheck)
 				if b.conn.State() != zk.StateHasSession {

@@ -88,6 +88,7 @@ func TestLostWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	admin := testenv.ZK(t, addrs[:1], 10*time.Second)
 	deaf := testenv.ZK(t, []string{dropEvents(t, addrs[0]).ln.Addr().String()}, 10*time.Second)
 	waiter := newLocker(t, deaf, func(c *dlock.Config) { c.PushFallback = 200 * time.Millisecond })
 	got := make(chan error, 1)
@@ -98,7 +99,16 @@ func TestLostWatch(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the waiter is queued behind the holder
+	for { // until the waiter's node is queued behind the holder's
+		nodes, _, err := admin.Children(root + "/" + escapeName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes) == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
