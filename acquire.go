@@ -92,6 +92,13 @@ func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 	if b, ok := w.c.backend.(driver.Blocker); ok && w.req.Wait {
 		w.blocking, call = true, b.AcquireWait
 	}
+	return w.c.call(ctx, w.req, call)
+}
+
+// call runs call, a request that may grant r (an attempt, a hand-off),
+// and returns by ctx's deadline whatever the backend call does; a call
+// still running then is cleaned up when it returns (see cleanup).
+func (c *Client) call(ctx context.Context, r driver.Request, call func(context.Context, driver.Request) (driver.Grant, error)) (driver.Grant, error) {
 	const (
 		pending = iota
 		finished
@@ -107,10 +114,10 @@ func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 	// Client has given back whatever its last attempts took. Whoever of
 	// the call and the caller moves state first decides who owns the
 	// result: the caller, or (when it gave up) the goroutine's clean-up.
-	w.c.background(func() {
-		g, err = call(ctx, w.req)
+	c.background(func() {
+		g, err = call(ctx, r)
 		if !state.CompareAndSwap(pending, finished) {
-			w.c.cleanup(w.req, g, err, true)
+			c.cleanup(r, g, err, true)
 			return
 		}
 		close(done)
@@ -133,12 +140,12 @@ func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 			<-done
 		}
 		if g.Acquired {
-			w.c.cleanup(w.req, g, err, true)
+			c.cleanup(r, g, err, true)
 			return driver.Grant{}, ctx.Err()
 		}
 	}
 	if err != nil {
-		w.c.cleanupWithin(ctx, w.req, g, err)
+		c.cleanupWithin(ctx, r, g, err)
 	}
 	return g, err
 }

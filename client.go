@@ -24,7 +24,10 @@ import (
 // waits in the process (only one goroutine per name and Client talks to
 // the server at a time) until that hold ends, in the order the Locks
 // came: the goroutine that released cannot take the name back ahead of
-// those waiting. Re-entry is bound to the call
+// those waiting. Where the backend can (driver.Transferer), the hold that
+// ends passes straight to the first of them, with a new token, in the
+// request that ends it, up to Config.HandOffs times in a row (see
+// WithHandOffs). Re-entry is bound to the call
 // chain, not to the Client: a Lock whose ctx carries a lease of the same
 // name from this Client (see ContextWithLease; Do does it for fn) re-enters
 // that hold at once.
@@ -47,8 +50,20 @@ type Client struct {
 // handed the turn: nobody else may take the name until it does, or passes
 // the turn on as it leaves. Guarded by Client.mu.
 type localQueue struct {
-	waiting []chan struct{} // each closed when its turn comes
-	handed  chan struct{}   // the turn handed out and not yet taken
+	waiting []*turn
+	handed  *turn // the turn handed out and not yet taken
+}
+
+// turn is one call chain's place in a localQueue. Guarded by Client.mu.
+type turn struct {
+	ready chan struct{} // closed when the turn comes
+	// owner is the server-side owner id the chain must hold the name as
+	// (a sibling's, see chainHold), or "" for a fresh one.
+	owner string
+	// lease comes with the turn when the last hold was handed straight
+	// on to this chain (handOff); nil when the chain takes the name on
+	// the server itself.
+	lease *lease
 }
 
 // family ties Clients whose holds of one name belong to one owner when a
@@ -81,6 +96,9 @@ type hold struct {
 	ctx      context.Context
 	cancel   context.CancelFunc // stops the watchdog
 	watched  chan struct{}      // closed when the watchdog has exited
+	// handOffs is how many hand-offs in a row led to this hold: 0 for a
+	// hold taken on the server (see handOff).
+	handOffs int
 }
 
 // NewClient returns a Client over b with the given options. It fails, with
@@ -209,28 +227,40 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 		return nil, notAcquired(ctx, nil)
 	}
 	mine, owner := c.chainHold(ctx, name)
-	var turn chan struct{} // this call's place in the name's queue
+	var t *turn // this call's place in the name's queue
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			c.leaveQueue(name, turn)
+			c.leaveQueue(name, t)
 			return nil, ErrClosed
 		}
 		h := c.holds[name]
 		q := c.queues[name]
-		if h != nil && turn != nil && q != nil && q.handed == turn {
-			// Not expected (the turn was handed when no hold was left);
-			// pass the turn on rather than spin on a closed channel.
-			q.handed, turn = nil, nil
-		}
+		handed := t != nil && q != nil && q.handed == t
 		switch {
-		case h == nil && (q == nil || turn != nil && q.handed == turn || q.handed == nil && len(q.waiting) == 0):
+		case handed && t.lease != nil && t.lease.err == nil:
+			// The last hold was handed straight on to this chain.
+			l := t.lease
+			t.lease, q.handed = nil, nil
+			c.dropIdle(name, q)
+			c.mu.Unlock()
+			return l, nil
+		case handed && h != nil:
+			// The turn came with a hold that ended before this chain
+			// took it: keep the turn until the hold is gone.
+			t.lease = nil
+			gone := h.gone
+			c.mu.Unlock()
+			if err := c.await(ctx, gone); err != nil {
+				c.leaveQueue(name, t)
+				return nil, err
+			}
+			continue
+		case h == nil && (q == nil || handed || q.handed == nil && len(q.waiting) == 0):
 			if q != nil {
 				q.handed = nil
-				if len(q.waiting) == 0 {
-					delete(c.queues, name)
-				}
+				c.dropIdle(name, q)
 			}
 			if owner == "" {
 				owner = c.newOwner()
@@ -251,60 +281,84 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			c.mu.Unlock()
 			return nil, fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)
 		}
-		if turn == nil {
+		if t == nil {
 			if q == nil {
 				q = &localQueue{}
 				c.queues[name] = q
 			}
-			turn = make(chan struct{})
-			q.waiting = append(q.waiting, turn)
+			t = &turn{ready: make(chan struct{}), owner: owner}
+			q.waiting = append(q.waiting, t)
 		}
 		c.mu.Unlock()
-		select {
-		case <-turn:
-		case <-ctx.Done():
-			c.leaveQueue(name, turn)
-			return nil, notAcquired(ctx, nil)
-		case <-c.closing.Done():
-			c.leaveQueue(name, turn)
-			return nil, ErrClosed
+		if err := c.await(ctx, t.ready); err != nil {
+			c.leaveQueue(name, t)
+			return nil, err
 		}
 	}
 }
 
-// leaveQueue takes turn (nil: none) out of name's queue; a turn handed to
-// it and not taken passes to the next in line.
-func (c *Client) leaveQueue(name string, turn chan struct{}) {
-	if turn == nil {
-		return
+// await waits for ready, and fails as a Lock does when ctx ends or c is
+// closed first.
+func (c *Client) await(ctx context.Context, ready <-chan struct{}) error {
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return notAcquired(ctx, nil)
+	case <-c.closing.Done():
+		return ErrClosed
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	q := c.queues[name]
-	if q == nil {
-		return
-	}
-	if q.handed == turn {
-		q.handed = nil
-		if c.holds[name] == nil {
-			c.handTurn(name, q)
-		}
-	} else if i := slices.Index(q.waiting, turn); i >= 0 {
-		q.waiting = slices.Delete(q.waiting, i, i+1)
-	}
+}
+
+// dropIdle forgets q, name's queue, once nobody waits in it and no turn
+// is out. c.mu must be held.
+func (c *Client) dropIdle(name string, q *localQueue) {
 	if q.handed == nil && len(q.waiting) == 0 {
 		delete(c.queues, name)
 	}
 }
 
-// handTurn gives name to the first chain in q, if any. c.mu must be held.
-func (c *Client) handTurn(name string, q *localQueue) {
+// leaveQueue takes t (nil: none) out of name's queue. A turn handed to it
+// and not taken passes to the next in line; a lease handed with it is
+// given up, which hands the lock on again.
+func (c *Client) leaveQueue(name string, t *turn) {
+	if t == nil {
+		return
+	}
+	c.mu.Lock()
+	q := c.queues[name]
+	if q == nil {
+		c.mu.Unlock()
+		return
+	}
+	var handedOn *lease
+	if q.handed == t {
+		q.handed = nil
+		if l := t.lease; l != nil && l.err == nil {
+			handedOn = l
+		} else if c.holds[name] == nil {
+			c.handTurn(q)
+		}
+		t.lease = nil
+	} else if i := slices.Index(q.waiting, t); i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+	}
+	c.dropIdle(name, q)
+	c.mu.Unlock()
+	if handedOn != nil {
+		c.giveBack(handedOn)
+	}
+}
+
+// handTurn gives the name of q to the first chain in q, if any. c.mu
+// must be held.
+func (c *Client) handTurn(q *localQueue) {
 	if len(q.waiting) == 0 {
 		return
 	}
 	q.handed = q.waiting[0]
 	q.waiting = slices.Delete(q.waiting, 0, 1)
-	close(q.handed)
+	close(q.handed.ready)
 }
 
 // newOwner returns a fresh server-side owner id: the owner label, '#' and
@@ -368,7 +422,7 @@ func (c *Client) settle(h *hold) {
 	if c.holds[h.Name] == h {
 		delete(c.holds, h.Name)
 		if q := c.queues[h.Name]; q != nil && q.handed == nil {
-			c.handTurn(h.Name, q)
+			c.handTurn(q)
 		}
 	}
 	select {

@@ -65,6 +65,7 @@ func TestBadOptions(t *testing.T) {
 		"NUL owner":    dlock.WithOwner("a\x00b"),
 		"long owner":   dlock.WithOwner(strings.Repeat("o", 256)),
 		"nil option":   nil,
+		"hand-offs -1": dlock.WithHandOffs(-1),
 	} {
 		if _, err := dlock.NewClient(newMemory(), opt); err == nil {
 			t.Errorf("%s: NewClient accepted it", what)

@@ -14,7 +14,9 @@
 //
 // Policy lives here, once: waiting (in the process first, then push
 // wake-ups where the server offers them, otherwise capped, jittered
-// exponential backoff, and a wake-up at the holder's expiry), the renewal
+// exponential backoff, and a wake-up at the holder's expiry), hand-offs
+// between the call chains of one Locker in one request where the backend
+// can ([WithHandOffs]), the renewal
 // watchdog (every TTL/3), the client-side monotonic deadline that ends a
 // lease whose renewal could not be confirmed in time, whatever the
 // backend call is doing, and the clean-up of attempts the caller gave up

@@ -10,3 +10,11 @@ func LocalWaiting(c *Client, name string) int {
 	}
 	return 0
 }
+
+// LocallyHeld reports whether c has a hold of name, for tests that must know
+// a release in the background has settled before they go on.
+func LocallyHeld(c *Client, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holds[name] != nil
+}

@@ -98,6 +98,10 @@ func (l *lease) Unlock(ctx context.Context) error {
 	result := make(chan error, 1)
 	c.background(func() {
 		<-h.watched
+		if handed, err := c.handOff(h); handed {
+			result <- err
+			return
+		}
 		result <- c.release(h)
 	})
 	if ctx.Err() == nil {

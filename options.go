@@ -25,6 +25,9 @@ const (
 	// TTL/3 and must be confirmed by a round trip before its deadline,
 	// which a shorter TTL leaves no room for (WithTTL(30) is 30ns, not 30s).
 	MinTTL = 100 * time.Millisecond
+	// DefaultHandOffs is how many times in a row a Locker passes a lock
+	// straight from one of its call chains to the next (see WithHandOffs).
+	DefaultHandOffs = 8
 	// MaxOwnerLen is the longest owner label, in bytes: each hold is stored
 	// under the label, '#' and a 16-digit hold id, within MaxNameLen.
 	MaxOwnerLen = MaxNameLen - 17
@@ -51,6 +54,10 @@ type Config struct {
 	PushFallback time.Duration
 	// Logger receives renewal failures and lease losses. Default: discard.
 	Logger *slog.Logger
+	// HandOffs is how many times in a row a hold ending may pass its lock
+	// straight to the next call chain of the same Locker waiting for it,
+	// where the backend can (see WithHandOffs). Default DefaultHandOffs.
+	HandOffs int
 
 	// settings are backend packages' own settings (see WithSetting).
 	settings map[any]any
@@ -103,12 +110,24 @@ func WithBackoff(b Backoff) Option { return func(c *Config) { c.Backoff = b } }
 // default discards.
 func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
 
+// WithHandOffs sets how many times in a row a lock may pass straight from
+// one call chain of a Locker to the next one waiting for it through the
+// same Locker, on backends that can do it in one request (the lock table,
+// advisory locks): the next holder is granted, with a new token, in the
+// request that ends the last hold, instead of a release and an acquire.
+// After n such hand-offs the lock is released through the server as
+// usual, so that waiters of other processes get their turn; the lock
+// table also hands nothing on while the server knows of a waiter in
+// another process. 0 turns hand-offs off. The default is DefaultHandOffs.
+func WithHandOffs(n int) Option { return func(c *Config) { c.HandOffs = n } }
+
 // NewConfig applies opts over the defaults and validates the result.
 func NewConfig(opts ...Option) (Config, error) {
 	c := Config{
 		TTL:          DefaultTTL,
 		AutoRenew:    true,
 		PushFallback: 2 * time.Second,
+		HandOffs:     DefaultHandOffs,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -131,6 +150,9 @@ func NewConfig(opts ...Option) (Config, error) {
 	}
 	if c.PushFallback <= 0 {
 		return Config{}, fmt.Errorf("dlock: push fallback must be positive, got %v", c.PushFallback)
+	}
+	if c.HandOffs < 0 {
+		return Config{}, fmt.Errorf("dlock: hand-offs must be 0 or more, got %d", c.HandOffs)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -37,6 +37,12 @@ func (c *Client) release(h *hold) error {
 		c.settle(h)
 		return fmt.Errorf("dlock: release %q: the lease had ended on the server: %w", h.Name, err)
 	}
+	return c.retryRelease(h, err)
+}
+
+// retryRelease hands h, whose release failed with err (its outcome
+// unknown), to releaseLater, and returns what Unlock reports for it.
+func (c *Client) retryRelease(h *hold, err error) error {
 	c.releaseLater(h, err)
 	return fmt.Errorf("dlock: release %q failed, retrying in the background: %w", h.Name, err)
 }

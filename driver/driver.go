@@ -14,7 +14,8 @@
 //     Notifier (the server can push a wake-up), Blocker (it queues
 //     waiters itself), Leaver (a queue the waiter must leave),
 //     NameChecker (names it cannot take), SessionBound (holds end with a
-//     session, not at a TTL), and dlock.Inspector and dlock.Identifier.
+//     session, not at a TTL), Transferer (a hold can pass to a new owner
+//     in one request), and dlock.Inspector and dlock.Identifier.
 //  2. Assert each at compile time: var _ driver.Backend = (*T)(nil).
 //  3. Wrap it in a Locker that embeds *dlock.Client (dlock.NewClient(b,
 //     opts...)); take the backend's own settings as dlock.Options built
@@ -148,4 +149,22 @@ type Blocker interface {
 type SessionBound interface {
 	// HoldsEndWithSession reports whether holds end only with the session.
 	HoldsEndWithSession() bool
+}
+
+// Transferer is implemented by backends that can pass a held lock from one
+// hold to a new owner in one request. Client uses it when the last lease
+// of a hold ends while another call chain of the same Client waits for the
+// name (see dlock.WithHandOffs): the next holder is granted without a
+// release and a new acquire.
+type Transferer interface {
+	// Transfer ends h and grants h.Name to r.Owner for r.TTL in the same
+	// request, with a fencing token larger than h's, as a successful
+	// Acquire of r would. A Grant with Acquired false and a nil error
+	// means the request changed nothing: h was no longer held, its owner
+	// holds the lock more than once on the server (a sibling's
+	// re-entry), or the backend would rather let a waiter of another
+	// process in; Client then releases h as usual. An error leaves
+	// the outcome unknown: Client releases both h and whatever r.Owner
+	// may hold.
+	Transfer(ctx context.Context, h Hold, r Request) (Grant, error)
 }
