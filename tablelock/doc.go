@@ -25,6 +25,16 @@
 // (migration 000003 not applied yet), a Locker logs a warning once and
 // works as before the queue.
 //
+// Goroutines sharing a Locker queue in the process, and when a hold ends
+// while one of them waits, one UPDATE hands the row to it: a new owner, the
+// next token and a new expiry, committed as an acquire is. That replaces a
+// release and an acquire. The row is released as usual instead when
+// another process waits for it (PostgreSQL: it is in dlock_waiters; MySQL:
+// a waiter's attempt stamped waited_at in the last second, migration
+// 000004), and after dlock.DefaultHandOffs hand-offs in a row
+// (dlock.WithHandOffs). On a MySQL schema without waited_at nothing is
+// handed on, and a warning is logged once.
+//
 // Each hold is its own owner on the server: the owner column holds the
 // Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a
 // Locker with the same label nor one built from what the row shows can

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -23,7 +25,19 @@ import (
 // future; release sets it to the epoch, so a free row is expired even for
 // a statement that started before the release and waited for its row lock.
 // Comparisons of owner are NULL-safe (<=>): a NULL must not pick IF's else.
-const myAcquire = `
+//
+// A failed attempt also stamps waited_at (migration 000004), which
+// myTransfer reads: waiters poll, and would rarely find the lock free if
+// the holder's process handed it on between its own goroutines. The stamp
+// is renewed only when it is older than half of waitedWindow, so that
+// polling waiters write (and flush the log for) the row at most twice a
+// second between them.
+const myAcquire = myAcquireUnmarked + `,
+	waited_at   = IF(owner <=> VALUES(owner) OR waited_at > UTC_TIMESTAMP(6) - INTERVAL 500000 MICROSECOND, waited_at, UTC_TIMESTAMP(6))`
+
+// myAcquireUnmarked is myAcquire on a schema without waited_at (MySQL
+// migration 000004 not applied).
+const myAcquireUnmarked = `
 INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
 VALUES (?, ?, 1, LAST_INSERT_ID(` + myClock + `), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
@@ -60,6 +74,25 @@ UPDATE dlock_locks SET
 	expires_at = IF(reentry = 0, '1970-01-01', expires_at)
 WHERE name = ? AND owner = ? AND (token = ? OR ? = 0) AND expires_at > UTC_TIMESTAMP(6)`
 
+// myTransfer hands a hold, the only one of its owner, to another owner
+// with the next token, returned as the insert id (see myAcquire). No row
+// changes when the hold is gone or re-entered, or when a waiter of
+// another hold asked for the lock in the last waitedWindow: that hold is
+// then released, so the waiter can find the lock free.
+const myTransfer = `
+UPDATE dlock_locks SET
+	owner       = ?,
+	token       = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)),
+	acquired_at = UTC_TIMESTAMP(6),
+	expires_at  = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND owner = ? AND token = ? AND reentry = 1 AND expires_at > UTC_TIMESTAMP(6)
+	AND (waited_at IS NULL OR waited_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)`
+
+// waitedWindow is how recent a waiter's attempt (waited_at) keeps a
+// Locker from handing the lock on: longer than a waiter's pause between
+// attempts (dlock's default backoff caps it at 250ms).
+const waitedWindow = time.Second
+
 const myInspect = `
 SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
 FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)`
@@ -69,26 +102,49 @@ FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMES
 // statement takes two. A commit's log flush is the server's to decide:
 // MariaDB and MySQL set innodb_flush_log_at_trx_commit for the whole
 // server only, so a release cannot skip it as on PostgreSQL.
-type mysql struct{ db *sql.DB }
+type mysql struct {
+	db *sql.DB
+	// unmarked is set once the schema turned out to have no waited_at
+	// (migration 000004 not applied): attempts then leave no mark, and
+	// no hold is handed on, since waiters of other processes could not
+	// be seen.
+	unmarked atomic.Bool
+	log      *slog.Logger
+}
+
+// noWaitedAt reports whether err says waited_at is missing, and if so
+// switches m to the statements without it, once.
+func (m *mysql) noWaitedAt(err error) bool {
+	if !sqldialect.MissingColumn(err, "waited_at") {
+		return false
+	}
+	if !m.unmarked.Swap(true) {
+		m.log.Warn("tablelock: dlock_locks has no waited_at (MySQL migration 000004): holds are not handed on between goroutines until it is applied", "err", err)
+	}
+	return true
+}
 
 var (
-	_ driver.Backend  = (*mysql)(nil)
-	_ dlock.Inspector = (*mysql)(nil)
+	_ driver.Backend    = (*mysql)(nil)
+	_ driver.Transferer = (*mysql)(nil)
+	_ dlock.Inspector   = (*mysql)(nil)
 )
 
 func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquire, r.Name, r.Owner, micros(r.TTL)))
+	stmt := myAcquire
+	if m.unmarked.Load() {
+		stmt = myAcquireUnmarked
+	}
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(stmt, r.Name, r.Owner, micros(r.TTL)))
+	if stmt == myAcquire && m.noWaitedAt(err) { // a failed statement changed nothing
+		res, err = m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquireUnmarked, r.Name, r.Owner, micros(r.TTL)))
+	}
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	token, err := res.LastInsertId()
+	token, err := insertToken(res, r.Name)
 	if err != nil {
 		return driver.Grant{}, err
-	}
-	if token < 0 {
-		// The driver reads the unsigned insert id as an int64. Client
-		// gives back whatever the attempt took (Release with token 0).
-		return driver.Grant{}, fmt.Errorf("tablelock: %q: the token passed 2^63-1; reset the row's token column", r.Name)
 	}
 	// The holder's remaining lease would cost a second round trip on every
 	// poll; the backoff cap bounds the wait past an expiry instead.
@@ -109,6 +165,45 @@ func (m *mysql) Release(ctx context.Context, h driver.Hold) error {
 		return err
 	}
 	return m.changed(ctx, res, h)
+}
+
+func (m *mysql) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	if m.unmarked.Load() {
+		return driver.Grant{}, nil
+	}
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, micros(r.TTL), h.Name, h.Owner, h.Token, micros(waitedWindow)))
+	if m.noWaitedAt(err) {
+		return driver.Grant{}, nil // nothing changed: released as usual
+	}
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return driver.Grant{}, err
+	}
+	token, err := insertToken(res, h.Name)
+	if err == nil && token == 0 {
+		err = fmt.Errorf("tablelock: %q: handed on without a token", h.Name)
+	}
+	if err != nil {
+		return driver.Grant{}, err // the row may have changed hands: Client gives back what r.Owner holds
+	}
+	return driver.Grant{Acquired: true, Token: token}, nil
+}
+
+// insertToken is the token a statement returned as its insert id
+// (LAST_INSERT_ID(expr)), 0 for none. The driver reads the unsigned id as
+// an int64, so a token past 2^63-1 is an error; Client then gives back
+// whatever the statement may have taken.
+func insertToken(res sql.Result, name string) (uint64, error) {
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	if token < 0 {
+		return 0, fmt.Errorf("tablelock: %q: the token passed 2^63-1; reset the row's token column", name)
+	}
+	return uint64(token), nil
 }
 
 // changed maps an UPDATE's result to nil or ErrNotHeld.

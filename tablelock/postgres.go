@@ -159,6 +159,31 @@ WITH gone AS (
 )
 SELECT pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1)`
 
+// pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
+// µs with the next token, as a grant: it commits with the WAL flush an
+// acquire waits for. No row when the hold is gone or re-entered, or when
+// a process other than $6 (this one's LISTEN connection, 0 for none)
+// waits for the name in dlock_waiters: that hold is then released, and
+// the release notifies the waiting process.
+const pgTransfer = pgHandOn + `
+	AND NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $6 AND expires_at > now())
+RETURNING token`
+
+// pgTransferUnqueued is pgTransfer on a schema without dlock_waiters: it
+// hands on whatever other processes do (up to the Locker's limit,
+// dlock.WithHandOffs), and they are woken at each release in between.
+const pgTransferUnqueued = pgHandOn + `
+RETURNING token`
+
+// pgHandOn is the update of pgTransfer and pgTransferUnqueued.
+const pgHandOn = `
+UPDATE dlock_locks SET
+	owner       = $4,
+	token       = GREATEST(token + 1, ` + pgClock + `),
+	acquired_at = now(),
+	expires_at  = now() + $5 * interval '1 microsecond'
+WHERE name = $1 AND owner = $2 AND token = $3 AND reentry = 1 AND expires_at > now()`
+
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
 FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now()`
@@ -209,9 +234,10 @@ func (p *postgres) registration(r driver.Request) registration {
 }
 
 var (
-	_ driver.Backend  = (*postgres)(nil)
-	_ driver.Notifier = (*postgres)(nil)
-	_ dlock.Inspector = (*postgres)(nil)
+	_ driver.Backend    = (*postgres)(nil)
+	_ driver.Notifier   = (*postgres)(nil)
+	_ driver.Transferer = (*postgres)(nil)
+	_ dlock.Inspector   = (*postgres)(nil)
 )
 
 func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -272,6 +298,26 @@ func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 		return notHeld(h)
 	}
 	return err
+}
+
+func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	var token int64
+	var err error
+	queued := !p.unqueued.Load()
+	if queued {
+		err = p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
+			int64(p.registration(r).pid)).Scan(&token)
+	}
+	if !queued || p.noQueue(err) { // a failed statement changed nothing
+		err = p.db.QueryRowContext(ctx, pgTransferUnqueued, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)).Scan(&token)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Grant{}, nil
+	}
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	return driver.Grant{Acquired: true, Token: uint64(token)}, nil
 }
 
 func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

@@ -17,9 +17,14 @@ import (
 // Table is the lock table, as created by package migrations.
 const Table = "dlock_locks"
 
-// Columns are the columns of Table this package reads and writes, in
-// order. The migrations create exactly these (a test checks it).
+// Columns are the columns of Table this package reads and writes on
+// PostgreSQL, in order. The migrations create exactly these (a test checks
+// it).
 var Columns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at"}
+
+// MySQLColumns are Columns on MySQL/MariaDB, where waiters also stamp
+// waited_at (see migration 000004).
+var MySQLColumns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at", "waited_at"}
 
 // Locker is a lock table client, safe for concurrent use by every
 // goroutine of a process.
@@ -66,6 +71,7 @@ func (l *Locker) Close(ctx context.Context) error {
 // dialectBackend is one database's statements.
 type dialectBackend interface {
 	driver.Backend
+	driver.Transferer
 	dlock.Inspector
 }
 
@@ -83,9 +89,10 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend  = (*backend)(nil)
-	_ driver.Notifier = (*backend)(nil)
-	_ dlock.Inspector = (*backend)(nil)
+	_ driver.Backend    = (*backend)(nil)
+	_ driver.Notifier   = (*backend)(nil)
+	_ driver.Transferer = (*backend)(nil)
+	_ dlock.Inspector   = (*backend)(nil)
 )
 
 func (b *backend) get(ctx context.Context) (dialectBackend, error) {
@@ -111,7 +118,7 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 			}
 			b.d = p
 		case sqldialect.MySQL:
-			b.d = &mysql{db: b.db}
+			b.d = &mysql{db: b.db, log: b.log}
 		}
 	}
 	return b.d, nil
@@ -149,6 +156,16 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 		return err
 	}
 	return d.Release(ctx, h)
+}
+
+// Transfer hands h's row to r.Owner in one UPDATE: owner, a new token
+// and a new expiry, committed as an acquire is.
+func (b *backend) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	return d.Transfer(ctx, h, r)
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

@@ -108,6 +108,20 @@ func MissingSchema(err error) bool {
 	return errors.As(err, &my) && my.Number == 1146
 }
 
+// MissingColumn reports whether err says column does not exist:
+// PostgreSQL SQLSTATE 42703, MySQL/MariaDB error 1054, naming column.
+func MissingColumn(err error, column string) bool {
+	if err == nil || !strings.Contains(err.Error(), column) {
+		return false
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "42703" {
+		return true
+	}
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1054
+}
+
 // SchemaHint wraps err, when it says dlock's schema is missing, with what
 // to do about it; any other err is returned as it is.
 func SchemaHint(err error) error {

@@ -1,0 +1,162 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+)
+
+// Counted is a database whose statements are counted where they leave
+// the client, opened through a PGCounter or a MySQLCounter.
+type Counted struct {
+	Name  string
+	Open  func(testing.TB) *sql.DB
+	Count dlocktest.Requests
+}
+
+// CountedDatabases are the SQL test databases, each with a counter of its
+// own.
+func CountedDatabases() []Counted {
+	var pg PGCounter
+	var my MySQLCounter
+	return []Counted{
+		{"postgres", pg.Open, pg.Requests()},
+		{"mysql", my.Open, my.Requests()},
+	}
+}
+
+// StatementsPerHold runs 8 call chains that take a name (name/suffix)
+// through l 10 times each, checks that every hold's token is larger than
+// the one before, and returns the statements count saw per hold: how
+// much a hold costs when the chains of one Locker hand the lock to each
+// other.
+func StatementsPerHold(t *testing.T, l dlock.Locker, count dlocktest.Requests, suffix string) float64 {
+	t.Helper()
+	const chains, rounds = 8, 10
+	ctx := context.Background()
+	name := dlocktest.Name(t) + "/" + suffix
+	before, err := count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		last   uint64
+		failed bool
+		wg     sync.WaitGroup
+	)
+	for range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if lease.Token() <= last && !failed {
+					failed = true
+					t.Errorf("token %d after %d", lease.Token(), last)
+				}
+				last = lease.Token()
+				mu.Unlock()
+				if err := lease.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	after, err := count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(after-before) / (chains * rounds)
+}
+
+// CheckHandOff checks, on each SQL test database, that call chains
+// sharing a Locker made by mk hand the lock on to each other, at most 1.5
+// statements per hold with the default hand-offs, and that with
+// WithHandOffs(0) a hold costs at least without[database name]
+// statements (an acquire and a release): the count can tell them apart.
+func CheckHandOff(t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) dlock.Locker, without map[string]float64) {
+	for _, d := range CountedDatabases() {
+		t.Run(d.Name, func(t *testing.T) {
+			db := Migrated(t, d.Open)
+			for _, limit := range []int{dlock.DefaultHandOffs, 0} {
+				perHold := StatementsPerHold(t, mk(t, db, dlock.WithHandOffs(limit)), d.Count, fmt.Sprint(limit))
+				t.Logf("WithHandOffs(%d): %.2f statements per hold", limit, perHold)
+				switch {
+				case limit > 0 && perHold > 1.5:
+					t.Errorf("WithHandOffs(%d): %.2f statements per hold, want at most 1.5: the lock is not handed on", limit, perHold)
+				case limit == 0 && perHold < without[d.Name]:
+					t.Errorf("WithHandOffs(0): %.2f statements per hold, want at least %.0f", perHold, without[d.Name])
+				}
+			}
+		})
+	}
+}
+
+// CheckHandOffLetsAnotherIn checks, on each SQL test database, that a
+// Locker made by mk with opts, whose two goroutines take a name in turn
+// as fast as they can, lets a Locker of another pool (another process)
+// have the name within dlocktest.Timeout.
+func CheckHandOffLetsAnotherIn(t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) dlock.Locker, opts ...dlock.Option) {
+	for _, d := range SQLDatabases {
+		t.Run(d.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			busy := mk(t, Migrated(t, d.Open), opts...)
+			other := mk(t, d.Open(t))
+			name := dlocktest.Name(t)
+			got := make(chan struct{})
+			var holds atomic.Int64
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-got:
+							return
+						default:
+						}
+						lease, err := busy.Lock(ctx, name)
+						if err != nil {
+							return
+						}
+						time.Sleep(5 * time.Millisecond) // the work
+						if err := lease.Unlock(context.Background()); err != nil {
+							t.Error(err)
+							return
+						}
+						holds.Add(1)
+					}
+				}()
+			}
+			// The busy process passes the lock around before the other asks.
+			dlocktest.Eventually(t, func() bool { return holds.Load() >= 10 }, "the busy process's holds")
+			lease, err := other.Lock(ctx, name)
+			close(got)
+			if err != nil {
+				wg.Wait()
+				t.Fatalf("another process never got the lock from one whose goroutines hand it on: %v", err)
+			}
+			if err := lease.Unlock(context.Background()); err != nil {
+				t.Error(err)
+			}
+			wg.Wait()
+		})
+	}
+}
