@@ -72,6 +72,10 @@ type dialect interface {
 	// another connection of db.
 	endSession(ctx context.Context, db *sql.DB, id int64) error
 	ping(ctx context.Context, s *session) error
+	// transfer gives the lock s holds for h to r.Owner with a token
+	// larger than h's, on the same session; ok is false when s no longer
+	// holds it.
+	transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (token uint64, ok bool, err error)
 	// release unlocks name and restores the session's settings; ok is
 	// false when the session did not hold name.
 	release(ctx context.Context, s *session, name string) (ok bool, err error)
@@ -107,9 +111,10 @@ func (b *backend) dialect(ctx context.Context) (dialect, error) {
 }
 
 var (
-	_ driver.Backend  = (*backend)(nil)
-	_ driver.Blocker  = (*backend)(nil)
-	_ dlock.Inspector = (*backend)(nil)
+	_ driver.Backend    = (*backend)(nil)
+	_ driver.Blocker    = (*backend)(nil)
+	_ driver.Transferer = (*backend)(nil)
+	_ dlock.Inspector   = (*backend)(nil)
 )
 
 // discard closes conn without returning it to the pool: its session ends
@@ -232,6 +237,21 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 		return fmt.Errorf("%w: the session no longer held %q", dlock.ErrNotHeld, h.Name)
 	}
 	return conn.Close()
+}
+
+// Transfer hands h's lock to r.Owner without letting go of it: the
+// session keeps the server's lock, and the hold (its Handle) moves to the
+// new owner with a new token, recorded in one statement on the session.
+func (b *backend) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	s, ok := h.Handle.(*session)
+	if !ok || r.TTL != h.TTL || r.Name != h.Name {
+		return driver.Grant{}, nil // the session's idle timeout is h's TTL
+	}
+	token, ok, err := b.d.transfer(ctx, s, h, r)
+	if err != nil || !ok {
+		return driver.Grant{}, err
+	}
+	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

@@ -9,7 +9,10 @@
 // (pg_terminate_backend, KILL CONNECTION) and discards the connection, so a
 // lock granted at the last moment dies with the session instead of
 // leaking. (Cancelling only the statement would miss a wait that had not
-// started yet: it would go on waiting.)
+// started yet: it would go on waiting.) When a hold ends while another
+// goroutine waits on the same Locker, the session keeps the server's lock
+// and passes it to that goroutine, with a new token, in one statement (up
+// to dlock.WithHandOffs times in a row; then it unlocks as usual).
 //
 // Expiry is on the server's clock: while a lock is held its session's idle
 // timeout is the lease's TTL (PostgreSQL 14+ idle_session_timeout, MySQL

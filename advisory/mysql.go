@@ -35,6 +35,13 @@ const myFence = `
 INSERT INTO dlock_fences (name, owner, session, token) VALUES (?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `))
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
 
+// myTransfer draws a new token for a new owner on a session that holds
+// the lock (see myTry); no rows affected when it no longer does.
+const myTransfer = `
+INSERT INTO dlock_fences (name, owner, session, token)
+SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `) FROM DUAL WHERE IS_USED_LOCK(?) = CONNECTION_ID()
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
+
 // myHolder reads the holder row if its session still holds the lock.
 const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND session = IS_USED_LOCK(?)`
 
@@ -46,9 +53,10 @@ type mysql struct{}
 // seconds is ttl as wait_timeout, whole seconds rounded up.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
 
-func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
-	conn := s.conn
-	res, err := conn.ExecContext(ctx, sqldialect.MySQLInline(myTry, r.Name, r.Owner, MySQLName(r.Name)))
+// fence runs myTry or myTransfer for r on s: the token, and whether the
+// holder row was written (the session holds the lock).
+func fence(ctx context.Context, s *session, stmt string, r driver.Request) (uint64, bool, error) {
+	res, err := s.conn.ExecContext(ctx, sqldialect.MySQLInline(stmt, r.Name, r.Owner, MySQLName(r.Name)))
 	if err != nil {
 		return 0, false, err
 	}
@@ -57,10 +65,15 @@ func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, b
 		return 0, false, err
 	}
 	token, err := res.LastInsertId()
-	if err != nil {
+	return uint64(token), err == nil, err
+}
+
+func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
+	token, ok, err := fence(ctx, s, myTry, r)
+	if err != nil || !ok {
 		return 0, false, err
 	}
-	return uint64(token), true, m.setTimeout(ctx, conn, r.TTL)
+	return token, true, m.setTimeout(ctx, s.conn, r.TTL)
 }
 
 func (mysql) setTimeout(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
@@ -91,6 +104,14 @@ func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, 
 	}
 	token, err := res.LastInsertId()
 	return uint64(token), err
+}
+
+func (mysql) transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (uint64, bool, error) {
+	token, ok, err := fence(ctx, s, myTransfer, r)
+	if ok && token <= h.Token {
+		return 0, false, fmt.Errorf("advisory: %q: token %d after %d", r.Name, token, h.Token)
+	}
+	return token, ok, err
 }
 
 func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {

@@ -47,6 +47,15 @@ SELECT token, idle, app,
 	set_config('application_name', ` + pgHolderExpr + `, false)
 FROM t`
 
+// pgTransfer gives the lock the session holds to another owner: a new
+// token, larger than the last ($1), and the owner's tag ($3) in
+// application_name, as pgTry writes them; the idle timeout is set to the
+// new lease's ($2) as well. A session holds its advisory lock until it
+// unlocks or ends, so a session that runs the statement still holds it.
+const pgTransfer = `
+SELECT token, set_config('idle_session_timeout', $2, false), set_config('application_name', ` + pgHolderExpr + `, false)
+FROM (SELECT GREATEST(` + pgClock + `, $1::bigint + 1) AS token) t`
+
 // pgRelease unlocks and puts the session's settings back as they were
 // before the lock, before the connection returns to the pool.
 const pgRelease = `
@@ -81,6 +90,14 @@ func (postgres) wait(ctx context.Context, s *session, r driver.Request) (uint64,
 	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
 		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
 	return uint64(token), err
+}
+
+func (postgres) transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (uint64, bool, error) {
+	var token int64
+	var set1, set2 string
+	err := s.conn.QueryRowContext(ctx, pgTransfer, int64(h.Token), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
+		Scan(&token, &set1, &set2)
+	return uint64(token), err == nil, err
 }
 
 func (postgres) sessionID(ctx context.Context, s *session) (int64, error) {

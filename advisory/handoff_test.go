@@ -1,0 +1,29 @@
+package advisory_test
+
+import (
+	"database/sql"
+	"testing"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// Call chains sharing a Locker hand the session's lock on to each other
+// in one statement per hold, with increasing tokens; with hand-offs off a
+// hold costs an acquire and a release (on MySQL, each with the session's
+// idle timeout: 4 statements).
+func TestHandOff(t *testing.T) {
+	testenv.CheckHandOff(t, sharedLocker, map[string]float64{"postgres": 2, "mysql": 4})
+}
+
+// A process whose goroutines pass the lock from one to the next lets
+// another process in at the hand-off limit: the server grants the lock to
+// the first in its own queue.
+func TestHandOffLetsAnotherProcessIn(t *testing.T) {
+	testenv.CheckHandOffLetsAnotherIn(t, sharedLocker)
+}
+
+// sharedLocker is newLocker as the shared hand-off checks take it.
+func sharedLocker(t testing.TB, db *sql.DB, opts ...dlock.Option) dlock.Locker {
+	return newLocker(t, db, opts...)
+}
