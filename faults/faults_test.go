@@ -55,6 +55,9 @@ const (
 	envClient   = "DLOCK_FAULT_CLIENT"
 	envResource = "DLOCK_FAULT_RESOURCE"
 	envTTL      = "DLOCK_FAULT_TTL"
+	// envChains is how many call chains (goroutines) of a worker share
+	// its Locker; 1 unless set.
+	envChains = "DLOCK_FAULT_CHAINS"
 	// envResourceDSN is the resource's database, which no fault touches.
 	envResourceDSN = "DLOCK_FAULT_RESOURCE_DSN"
 )
@@ -117,9 +120,15 @@ func sqlLocker[L dlock.Locker](driver string, newLocker func(*sql.DB, ...dlock.O
 	}
 }
 
+// chainStride numbers call chains: chain c of worker w is client
+// w + c*chainStride in the history, so chain 0 is the worker's own number.
+const chainStride = 1000
+
 // line is one record a worker writes to stdout.
 type line struct {
-	Op *faults.Op `json:"op,omitempty"`
+	// Chain is the call chain of the worker that wrote the line.
+	Chain int        `json:"chain,omitempty"`
+	Op    *faults.Op `json:"op,omitempty"`
 	// Begun: the worker read the resource as a holder (a pause now
 	// catches it between read and write).
 	Begun bool `json:"begun,omitempty"`
@@ -207,11 +216,37 @@ func worker(backend string) int {
 	defer db.Close()
 	res := faults.OpenResource(db, os.Getenv(envResource))
 	out := json.NewEncoder(os.Stdout) // unbuffered: each line is one write
-	emit := func(l line) {
-		if err := out.Encode(l); err != nil {
-			os.Exit(3)
-		}
+	var outMu sync.Mutex
+	chains := 1
+	if n, err := strconv.Atoi(os.Getenv(envChains)); err == nil && n > 0 {
+		chains = n
 	}
+	var wg sync.WaitGroup
+	for chain := range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			emit := func(l line) {
+				l.Chain = chain
+				outMu.Lock()
+				defer outMu.Unlock()
+				if err := out.Encode(l); err != nil {
+					os.Exit(3)
+				}
+			}
+			if err := holdLoop(ctx, locker, res, name, client+chain*chainStride, leaseTTL, emit, &stopRequested, &longRequested); err != nil {
+				os.Exit(fail(err))
+			}
+		}()
+	}
+	wg.Wait()
+	return 0
+}
+
+// holdLoop is one call chain of a worker: lock, read the resource, write
+// it, unlock, until ctx ends, recording every call with emit as client.
+func holdLoop(ctx context.Context, locker dlock.Locker, res *faults.Resource, name string, client int, leaseTTL time.Duration,
+	emit func(line), stopRequested, longRequested *atomic.Bool) error {
 	bg := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
 		op := faults.Op{Client: client, Kind: faults.Acquire, Call: faults.Now()}
@@ -237,7 +272,7 @@ func worker(backend string) int {
 
 		snap, err := res.Begin(bg, lease.Token())
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		long := longRequested.Swap(false)
 		if stopRequested.Swap(false) {
@@ -256,7 +291,7 @@ func worker(backend string) int {
 		}
 		accepted, err := res.Commit(bg, snap)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		emit(line{Wrote: true, Accepted: accepted, At: faults.Now()})
 
@@ -282,7 +317,7 @@ func worker(backend string) int {
 		}
 		emit(line{Op: &op})
 	}
-	return 0
+	return nil
 }
 
 // proc is a running worker.
@@ -313,7 +348,10 @@ type proc struct {
 	done   chan struct{} // stdout read to the end
 }
 
+// event is a line of worker proc, from its call chain client (see
+// chainStride).
 type event struct {
+	proc   int
 	client int
 	line   line
 }
@@ -371,7 +409,7 @@ func (r *run) start() *proc {
 				r.t.Errorf("worker %d: %v: %q", p.client, err, sc.Text())
 				continue
 			}
-			r.events <- event{p.client, l}
+			r.events <- event{p.client, p.client + l.Chain*chainStride, l}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
@@ -418,14 +456,14 @@ func (r *run) record(e event) {
 }
 
 // untilBegun records events until worker client (any, if -1) has read
-// the resource as a holder.
+// the resource as a holder, through any of its call chains.
 func (r *run) untilBegun(client int) {
 	deadline := time.After(dlocktest.Timeout)
 	for {
 		select {
 		case e := <-r.events:
 			r.record(e)
-			if (client < 0 || e.client == client) && e.line.Begun {
+			if (client < 0 || e.proc == client) && e.line.Begun {
 				return
 			}
 		case <-deadline:
@@ -446,7 +484,7 @@ func (r *run) stuck(p *proc) {
 // holdLong asks worker p to hold its next section long (until its lease
 // ends, or two TTLs) and records events until it has begun it.
 func (r *run) holdLong(p *proc) {
-	r.ask(p, syscall.SIGUSR2, func(l line) bool { return l.Long })
+	_ = r.ask(p, syscall.SIGUSR2, func(l line) bool { return l.Long })
 }
 
 // stopInHold makes worker p stop itself (SIGSTOP) right after its next
@@ -454,13 +492,12 @@ func (r *run) holdLong(p *proc) {
 // until it has. The parent could not time a SIGSTOP into that window
 // itself: a line from the worker may reach it after the window closed.
 func (r *run) stopInHold(p *proc) {
-	r.ask(p, syscall.SIGUSR1, func(l line) bool { return l.Stopped })
-	r.markPaused(p.client)
+	r.markPaused(r.ask(p, syscall.SIGUSR1, func(l line) bool { return l.Stopped }))
 }
 
 // ask sends worker p sig and records events until p writes a line that
-// answers it (done).
-func (r *run) ask(p *proc, sig syscall.Signal, done func(line) bool) {
+// answers it (done); it returns the call chain that wrote it.
+func (r *run) ask(p *proc, sig syscall.Signal, done func(line) bool) int {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		r.t.Fatal(err)
 	}
@@ -469,8 +506,8 @@ func (r *run) ask(p *proc, sig syscall.Signal, done func(line) bool) {
 		select {
 		case e := <-r.events:
 			r.record(e)
-			if e.client == p.client && done(e.line) {
-				return
+			if e.proc == p.client && done(e.line) {
+				return e.client
 			}
 		case <-deadline:
 			r.stuck(p)
@@ -520,13 +557,13 @@ func (r *run) recordUntil(ready func() bool) {
 	}
 }
 
-// grantsSince counts grants to clients other than client after t.
+// grantsSince counts grants to workers other than client after t.
 func (r *run) grantsSince(client int, t int64) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, op := range r.history {
-		if op.Kind == faults.Acquire && op.Outcome == faults.OK && op.Client != client && op.Call > t {
+		if op.Kind == faults.Acquire && op.Outcome == faults.OK && op.Client%chainStride != client && op.Call > t {
 			n++
 		}
 	}
@@ -629,9 +666,10 @@ func (r *run) check(strict bool) tally {
 		regressions: len(regressions), wrote: r.wrote, accepted: r.accepted, rejected: r.rejected,
 		unfencedLost: int64(r.wrote) - unfenced}
 	t.Logf("%s: %d ops checked, linearizable: %s, violations: %d; token regressions: %d; releases %v; "+
-		"%d sections overtaken, %d unreported; writes %d: fenced %d accepted, %d stale refused, %d lost; unfenced %d lost",
+		"%d sections overtaken, %d unreported; writes %d: fenced %d accepted, %d stale refused, %d lost; unfenced %d lost; "+
+		"%d grants followed one to another chain of the same worker",
 		t.Name(), result.Ops, result.Linearizable, len(result.Violations)+len(unreported), n.regressions, releases, overtaken, len(unreported),
-		r.wrote, r.accepted, r.rejected, int64(r.accepted)-fenced, n.unfencedLost)
+		r.wrote, r.accepted, r.rejected, int64(r.accepted)-fenced, n.unfencedLost, r.withinWorker())
 	for _, d := range broken {
 		n.longest = max(n.longest, d)
 	}
@@ -649,6 +687,27 @@ func (r *run) check(strict bool) tally {
 	}
 	if !result.OK() {
 		t.Errorf("history check failed: %v", result)
+	}
+	return n
+}
+
+// withinWorker counts the grants, in token order, that followed a grant to
+// another call chain of the same worker: the lock passed between the
+// chains of a process (handed on, where the backend can).
+func (r *run) withinWorker() int {
+	var grants []faults.Op
+	for _, op := range r.history {
+		if op.Kind == faults.Acquire && op.Outcome == faults.OK {
+			grants = append(grants, op)
+		}
+	}
+	slices.SortFunc(grants, func(a, b faults.Op) int { return cmp.Compare(a.Token, b.Token) })
+	n := 0
+	for i := 1; i < len(grants); i++ {
+		a, b := grants[i-1].Client, grants[i].Client
+		if a != b && a%chainStride == b%chainStride {
+			n++
+		}
 	}
 	return n
 }
@@ -689,15 +748,17 @@ func (r *run) kill() {
 }
 
 // TestFaults runs, per backend, three workers in contention for one lock
-// around a Resource; each round pauses one holder (SIGSTOP) past its TTL
-// between its read and its write, then kills one (SIGKILL). The pause must
-// cost the paused holder its lock (the lock moves on) and its write (it
-// is refused as stale).
+// around a Resource, each with two call chains sharing its Locker (so the
+// lock also passes between the chains of a worker, handed on in one
+// request where the backend can); each round pauses one holder (SIGSTOP)
+// past its TTL between its read and its write, then kills one (SIGKILL).
+// The pause must cost the paused holder its lock (the lock moves on) and
+// its write (it is refused as stale).
 func TestFaults(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			b.needs(t)
-			r := newRun(t, b.name, 3)
+			r := newRun(t, b.name, 3, envChains+"=2")
 			r.recordFor(500 * time.Millisecond)
 			pausesCaught := 0
 			for range rounds() {
