@@ -6,6 +6,7 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,11 +52,28 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	return &Locker{Client: c, b: b}, nil
 }
 
+// Close ends every lease and waiting Lock of l and releases its locks, as
+// dlock.Client's Close does, and then returns the sessions it kept for
+// its next holds to db's pool.
+func (l *Locker) Close(ctx context.Context) error {
+	err := l.Client.Close(ctx)
+	l.b.dropSpares()
+	return err
+}
+
 // session is a pinned connection and the session settings a hold changed,
 // to put back before the connection returns to the pool.
 type session struct {
 	conn  *sql.Conn
 	saved [2]string
+	// id is the server's id of the session, 0 until sessionID asked.
+	id int64
+	// timeout is the idle timeout, in seconds, that a MySQL hold set and
+	// restore puts back; 0 while the session has the server's default.
+	// (PostgreSQL's statements set and restore theirs themselves.)
+	timeout int64
+	// spareTimer gives a spare session back to the pool (see spare).
+	spareTimer *time.Timer
 }
 
 // dialect is one database's advisory lock statements. Every method runs on
@@ -76,9 +94,12 @@ type dialect interface {
 	// larger than h's, on the same session; ok is false when s no longer
 	// holds it.
 	transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (token uint64, ok bool, err error)
-	// release unlocks name and restores the session's settings; ok is
-	// false when the session did not hold name.
+	// release unlocks name; ok is false when the session did not hold
+	// name. Settings a hold changed are restored, or left to restore.
 	release(ctx context.Context, s *session, name string) (ok bool, err error)
+	// restore puts back the settings a hold changed and release left in
+	// place (s.timeout), before the connection returns to the pool.
+	restore(ctx context.Context, s *session) error
 	holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error)
 }
 
@@ -86,8 +107,9 @@ type dialect interface {
 type backend struct {
 	db *sql.DB
 
-	mu sync.Mutex
-	d  dialect // nil until known
+	mu     sync.Mutex
+	d      dialect    // nil until known
+	spares []*session // released sessions still set up for a hold
 }
 
 // dialect returns the database's statements, telling them at first use.
@@ -125,32 +147,53 @@ func discard(conn *sql.Conn) {
 }
 
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if s := b.db.Stats(); s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
-		return driver.Grant{}, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, s.MaxOpenConnections)
-	}
 	d, err := b.dialect(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	conn, err := b.db.Conn(ctx)
+	s, token, ok, err := b.try(ctx, d, r, true)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	// The attempt does not wait, so it is not cancelled midway: a
-	// cancelled statement would leave its outcome unknown.
+	if !ok {
+		b.putBack(s)
+		return driver.Grant{}, nil
+	}
+	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
+}
+
+// try makes one attempt for r on a spare session, or on a new one from
+// the pool: when bounded, a bounded pool with every connection in use
+// fails it with ErrPoolExhausted instead. It returns the session, with
+// the lock when ok; on an error the session is gone. The attempt does not
+// wait, so it is not cancelled midway: a cancelled statement would leave
+// its outcome unknown.
+func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded bool) (*session, uint64, bool, error) {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	defer cancel()
+	if s := b.takeSpare(); s != nil {
+		token, ok, err := d.try(tctx, s, r)
+		if err == nil {
+			return s, token, ok, nil
+		}
+		// A spare the server may have closed: whatever it got died with
+		// it. Try again on a connection the pool checks.
+		discard(s.conn)
+	}
+	if st := b.db.Stats(); bounded && st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
+		return nil, 0, false, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, st.MaxOpenConnections)
+	}
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
 	s := &session{conn: conn}
 	token, ok, err := d.try(tctx, s, r)
 	if err != nil {
 		discard(conn)
-		return driver.Grant{}, sqldialect.SchemaHint(err)
+		return nil, 0, false, sqldialect.SchemaHint(err)
 	}
-	if !ok {
-		_ = conn.Close() // back to the pool; it fails only when already closed
-		return driver.Grant{}, nil
-	}
-	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
+	return s, token, ok, nil
 }
 
 func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -158,21 +201,14 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	conn, err := b.db.Conn(ctx)
+	s, token, ok, err := b.try(ctx, d, r, false)
 	if err != nil {
 		return driver.Grant{}, err
-	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
-	s := &session{conn: conn}
-	token, ok, err := d.try(tctx, s, r)
-	cancel()
-	if err != nil {
-		discard(conn)
-		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	if ok {
 		return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 	}
+	conn := s.conn
 
 	id, err := d.sessionID(ctx, s)
 	if err != nil {
@@ -216,7 +252,7 @@ func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 // Release unlocks on the hold's session and returns the connection to the
-// pool. When the unlock fails, the session is closed instead, which
+// pool (or keeps it a moment for the next hold, see putBack). When the unlock fails, the session is closed instead, which
 // releases the lock (the server frees it when it sees the connection
 // close, or at the session's idle timeout, the TTL): nothing is left to
 // retry, so Release returns nil. An acquire whose outcome was unknown
@@ -226,17 +262,96 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	if !ok {
 		return nil
 	}
-	conn := s.conn
 	ok, err := b.d.release(ctx, s, h.Name)
 	if err != nil {
-		discard(conn)
+		discard(s.conn)
 		return nil
 	}
 	if !ok {
-		discard(conn)
+		discard(s.conn)
 		return fmt.Errorf("%w: the session no longer held %q", dlock.ErrNotHeld, h.Name)
 	}
-	return conn.Close()
+	b.putBack(s)
+	return nil
+}
+
+// A MySQL session released with its idle timeout still set for a hold is
+// kept as a spare for a while instead of going back to the pool at once:
+// the Locker's next hold takes it and sets nothing, which saves that hold
+// a statement and the release the one that would restore the timeout.
+// Spares are few and short-lived, well within the shortest idle timeout
+// (1 s), and never the last free connection of a bounded pool.
+const (
+	maxSpares   = 2
+	spareLinger = 100 * time.Millisecond
+)
+
+// putBack returns s, which holds no lock, to the pool, or keeps it as a
+// spare (see maxSpares).
+func (b *backend) putBack(s *session) {
+	if s.timeout != 0 {
+		b.mu.Lock()
+		st := b.db.Stats()
+		if len(b.spares) < maxSpares && (st.MaxOpenConnections == 0 || st.InUse < st.MaxOpenConnections) {
+			b.spares = append(b.spares, s)
+			s.spareTimer = time.AfterFunc(spareLinger, func() { b.dropSpare(s) })
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+	}
+	b.close(s)
+}
+
+// takeSpare returns the spare released last, or nil.
+func (b *backend) takeSpare() *session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.spares)
+	if n == 0 {
+		return nil
+	}
+	s := b.spares[n-1]
+	b.spares = b.spares[:n-1]
+	s.spareTimer.Stop() // if it fired, dropSpare finds s taken
+	return s
+}
+
+// dropSpare returns s to the pool unless it was taken meanwhile.
+func (b *backend) dropSpare(s *session) {
+	b.mu.Lock()
+	i := slices.Index(b.spares, s)
+	if i >= 0 {
+		b.spares = slices.Delete(b.spares, i, i+1)
+	}
+	b.mu.Unlock()
+	if i >= 0 {
+		b.close(s)
+	}
+}
+
+// dropSpares returns every spare to the pool.
+func (b *backend) dropSpares() {
+	b.mu.Lock()
+	spares := b.spares
+	b.spares = nil
+	b.mu.Unlock()
+	for _, s := range spares {
+		s.spareTimer.Stop()
+		b.close(s)
+	}
+}
+
+// close restores s's settings and returns it to the pool; a session whose
+// settings cannot be restored is discarded.
+func (b *backend) close(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if err := b.d.restore(ctx, s); err != nil {
+		discard(s.conn)
+		return
+	}
+	_ = s.conn.Close() // it fails only when already closed
 }
 
 // Transfer hands h's lock to r.Owner without letting go of it: the

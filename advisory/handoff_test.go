@@ -10,10 +10,9 @@ import (
 
 // Call chains sharing a Locker hand the session's lock on to each other
 // in one statement per hold, with increasing tokens; with hand-offs off a
-// hold costs an acquire and a release (on MySQL, each with the session's
-// idle timeout: 4 statements).
+// hold costs an acquire and a release.
 func TestHandOff(t *testing.T) {
-	testenv.CheckHandOff(t, sharedLocker, map[string]float64{"postgres": 2, "mysql": 4})
+	testenv.CheckHandOff(t, sharedLocker, map[string]float64{"postgres": 2, "mysql": 2})
 }
 
 // A process whose goroutines pass the lock from one to the next lets

@@ -73,12 +73,21 @@ func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, b
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	return token, true, m.setTimeout(ctx, s.conn, r.TTL)
+	return token, true, m.setTimeout(ctx, s, r.TTL)
 }
 
-func (mysql) setTimeout(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
-	_, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", seconds(ttl)))
-	return err
+// setTimeout makes ttl s's idle timeout, unless it already is (a spare
+// session, see backend.putBack).
+func (mysql) setTimeout(ctx context.Context, s *session, ttl time.Duration) error {
+	sec := seconds(ttl)
+	if s.timeout == sec {
+		return nil
+	}
+	if _, err := s.conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", sec)); err != nil {
+		return err
+	}
+	s.timeout = sec
+	return nil
 }
 
 func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
@@ -86,7 +95,7 @@ func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, 
 	// The idle timeout is set before the wait (a session that runs a
 	// statement is not idle), so the hand-off costs one statement after
 	// the server's grant, not two. A wait that fails discards the session.
-	if err := m.setTimeout(ctx, conn, r.TTL); err != nil {
+	if err := m.setTimeout(ctx, s, r.TTL); err != nil {
 		return 0, err
 	}
 	var got sql.NullInt64
@@ -115,9 +124,11 @@ func (mysql) transfer(ctx context.Context, s *session, h driver.Hold, r driver.R
 }
 
 func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
-	var id int64
-	err := s.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id)
-	return id, err
+	if s.id != 0 {
+		return s.id, nil
+	}
+	err := s.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&s.id)
+	return s.id, err
 }
 
 func (mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
@@ -130,16 +141,23 @@ func (mysql) ping(ctx context.Context, s *session) error {
 	return err
 }
 
+// release leaves the idle timeout set: the session may serve the next
+// hold as it is (backend.putBack), or restore puts it back.
 func (mysql) release(ctx context.Context, s *session, name string) (bool, error) {
-	conn := s.conn
 	var released sql.NullInt64
-	if err := conn.QueryRowContext(ctx, sqldialect.MySQLInline("SELECT RELEASE_LOCK(?)", MySQLName(name))).Scan(&released); err != nil {
-		return false, err
+	err := s.conn.QueryRowContext(ctx, sqldialect.MySQLInline("SELECT RELEASE_LOCK(?)", MySQLName(name))).Scan(&released)
+	return released.Int64 == 1, err
+}
+
+func (mysql) restore(ctx context.Context, s *session) error {
+	if s.timeout == 0 {
+		return nil
 	}
-	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = @@GLOBAL.wait_timeout"); err != nil {
-		return false, err
+	if _, err := s.conn.ExecContext(ctx, "SET SESSION wait_timeout = @@GLOBAL.wait_timeout"); err != nil {
+		return err
 	}
-	return released.Int64 == 1, nil
+	s.timeout = 0
+	return nil
 }
 
 func (mysql) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {

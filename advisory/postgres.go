@@ -131,6 +131,9 @@ func (postgres) release(ctx context.Context, s *session, name string) (bool, err
 	return ok, err
 }
 
+// restore has nothing to do: pgRelease restored the settings.
+func (postgres) restore(context.Context, *session) error { return nil }
+
 func (postgres) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {
 	key := uint64(PostgresKey(name))
 	var app string
