@@ -48,7 +48,7 @@ func servicesDir() string {
 }
 
 // StartZKEnsemble starts (or finds running) the 3-node ensemble and waits
-// until every node serves.
+// until every node serves as a member of a quorum.
 func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 	t.Helper()
 	root, err := moduleRoot()
@@ -60,6 +60,7 @@ func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 		e.Addrs = append(e.Addrs, "127.0.0.1:219"+strconv.Itoa(i))
 	}
 	e.start(t)
+	e.waitServing(t)
 	return e
 }
 
@@ -68,6 +69,19 @@ func (e *ZKEnsemble) start(t testing.TB) {
 	cmd := exec.Command("bash", filepath.Join(e.root, "scripts", "services.sh"), "zk-ensemble")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		Unavailable(t, "ZooKeeper ensemble", strings.Join(e.Addrs, ","), "scripts/services.sh zk-ensemble", fmt.Errorf("%v: %s", err, out))
+	}
+}
+
+// waitServing waits until every node serves: a node answers ruok (what
+// the script waits for) before it has joined a quorum.
+func (e *ZKEnsemble) waitServing(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !e.Serving() {
+		if time.Now().After(deadline) {
+			t.Fatalf("ZooKeeper ensemble %v: no quorum within 90 s (logs in %s)", e.Addrs, e.dir)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
