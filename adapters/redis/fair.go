@@ -69,7 +69,7 @@ var (
 	_ dlock.Inspector = (*fairBackend)(nil)
 )
 
-func (k keys) fair() []string { return []string{k.lock, k.fence, k.queue, k.timeouts} }
+func (k keys) fair() []string { return []string{k.lock(), k.fence(), k.queue(), k.timeouts()} }
 
 func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	k := keysFor(r.Name)
@@ -79,7 +79,7 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 		wait = "1"
 	}
 	res, err := fairAcquireScript.Run(ctx, b.client, k.fair(), r.Owner, ms(r.TTL), hold, wait,
-		ms(b.queueTimeout), k.waiterPrefix, b.notifier.publishCommand()).Int64Slice()
+		ms(b.queueTimeout), k.waiterPrefix(), b.notifier.publishCommand()).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -101,7 +101,7 @@ func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 		token = strconv.FormatUint(h.Token, 10)
 	}
 	left, err := fairReleaseScript.Run(ctx, b.client, k.fair(), h.Owner, holdOf(h), token,
-		k.waiterPrefix, b.notifier.publishCommand()).Int64()
+		k.waiterPrefix(), b.notifier.publishCommand()).Int64()
 	if err != nil {
 		return err
 	}
@@ -113,11 +113,11 @@ func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 
 func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
 	k := keysFor(r.Name)
-	return fairLeaveScript.Run(ctx, b.client, k.fair(), r.Owner, k.waiterPrefix, b.notifier.publishCommand()).Err()
+	return fairLeaveScript.Run(ctx, b.client, k.fair(), r.Owner, k.waiterPrefix(), b.notifier.publishCommand()).Err()
 }
 
 // Subscribe listens on this waiter's own channel: only the first waiter
 // is told of a release.
 func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix+r.Owner)
+	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix()+r.Owner)
 }

@@ -13,15 +13,15 @@ func FuzzKeys(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		ka, kb := keysFor(a), keysFor(b)
-		for _, k := range []string{ka.lock, ka.fence, ka.channel, ka.queue, ka.timeouts, ka.waiterPrefix} {
+		for _, k := range []string{ka.lock(), ka.fence(), ka.channel(), ka.queue(), ka.timeouts(), ka.waiterPrefix()} {
 			open := strings.IndexByte(k, '{')
 			closing := strings.IndexByte(k[open+1:], '}')
-			if open < 0 || closing < 0 || k[:open+1+closing+1] != ka.lock {
-				t.Fatalf("key %q of %q does not carry the lock's hash tag %q", k, a, ka.lock)
+			if open < 0 || closing < 0 || k[:open+1+closing+1] != ka.lock() {
+				t.Fatalf("key %q of %q does not carry the lock's hash tag %q", k, a, ka.lock())
 			}
 		}
-		if a != b && ka.lock == kb.lock {
-			t.Fatalf("names %q and %q share the key %q", a, b, ka.lock)
+		if a != b && ka.lock() == kb.lock() {
+			t.Fatalf("names %q and %q share the key %q", a, b, ka.lock())
 		}
 	})
 }

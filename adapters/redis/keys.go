@@ -10,17 +10,19 @@ const Prefix = "dlock:"
 // it. The escape is reversible, so distinct names stay distinct keys.
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-// keys are one lock's keys; the hash tag puts them in one cluster slot.
-type keys struct {
-	lock, fence, channel string
-	queue, timeouts      string // fair lock
-	waiterPrefix         string // fair lock: + waiter id = its channel
-}
+// keys are one lock's keys, built as they are asked for (a lock and
+// unlock use two each); the hash tag puts them all in one cluster slot.
+type keys struct{ tag string }
 
 func keysFor(name string) keys {
-	tag := Prefix + "{" + tagEscaper.Replace(name) + "}"
-	return keys{
-		lock: tag, fence: tag + ":fence", channel: tag + ":released",
-		queue: tag + ":queue", timeouts: tag + ":queue-timeouts", waiterPrefix: tag + ":waiter:",
-	}
+	return keys{Prefix + "{" + tagEscaper.Replace(name) + "}"}
 }
+
+func (k keys) lock() string     { return k.tag }
+func (k keys) fence() string    { return k.tag + ":fence" }
+func (k keys) channel() string  { return k.tag + ":released" }
+func (k keys) queue() string    { return k.tag + ":queue" } // fair lock
+func (k keys) timeouts() string { return k.tag + ":queue-timeouts" }
+
+// waiterPrefix + a waiter id is a fair-lock waiter's channel.
+func (k keys) waiterPrefix() string { return k.tag + ":waiter:" }

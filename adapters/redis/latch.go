@@ -30,7 +30,7 @@ func NewLatch(client redis.UniversalClient, name string) (*Latch, error) {
 		return nil, err
 	}
 	k := keysFor(name)
-	return &Latch{client: client, key: k.lock + ":latch", channel: k.lock + ":latch-open", notifier: notifierFor(client)}, nil
+	return &Latch{client: client, key: k.lock() + ":latch", channel: k.lock() + ":latch-open", notifier: notifierFor(client)}, nil
 }
 
 // TrySetCount sets the count if the latch is open (not set, or counted to

@@ -105,7 +105,7 @@ func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold s
 	if incr {
 		flag = "1"
 	}
-	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock, k.fence}, r.Owner, ms(r.TTL), hold, flag)
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock(), k.fence()}, r.Owner, ms(r.TTL), hold, flag)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
@@ -142,7 +142,7 @@ func refreshOn(ctx context.Context, c redis.Scripter, h driver.Hold) error {
 // deadline then stays where the replicas know it to be.
 func refreshWith(ctx context.Context, c redis.Scripter, h driver.Hold, replicas int, wait time.Duration) error {
 	k := keysFor(h.Name)
-	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, refreshScript, []string{k.lock}, ms(h.TTL), holdOf(h), strconv.FormatUint(h.Token, 10))
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, refreshScript, []string{k.lock()}, ms(h.TTL), holdOf(h), strconv.FormatUint(h.Token, 10))
 	ok, err := cmd.Int64()
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func releaseOn(ctx context.Context, c redis.Scripter, h driver.Hold, publish str
 	if h.Token != 0 {
 		token = strconv.FormatUint(h.Token, 10)
 	}
-	left, err := releaseScript.Run(ctx, c, []string{k.lock}, h.Owner, holdOf(h), token, k.channel, publish).Int64()
+	left, err := releaseScript.Run(ctx, c, []string{k.lock()}, h.Owner, holdOf(h), token, k.channel(), publish).Int64()
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func addressOf(c redis.UniversalClient) string {
 }
 
 func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(r.Name).channel)
+	return b.notifier.subscribe(ctx, keysFor(r.Name).channel())
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
@@ -209,8 +209,8 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder, bool, error) {
 	k := keysFor(name)
 	pipe := c.Pipeline()
-	all := pipe.HGetAll(ctx, k.lock)
-	pttl := pipe.PTTL(ctx, k.lock)
+	all := pipe.HGetAll(ctx, k.lock())
+	pttl := pipe.PTTL(ctx, k.lock())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return dlock.Holder{}, false, err
 	}

@@ -149,7 +149,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 		fenceErrs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
 			if grants[i].Acquired {
 				k := keysFor(r.Name)
-				ok, err := fenceScript.Run(ctx, c, []string{k.lock, k.fence}, hold, token).Int64()
+				ok, err := fenceScript.Run(ctx, c, []string{k.lock(), k.fence()}, hold, token).Int64()
 				if err == nil && ok != 1 {
 					err = errors.New("hold gone before its token was set")
 				}
@@ -236,7 +236,7 @@ func (b *redlockBackend) Release(ctx context.Context, h driver.Hold) error {
 func (b *redlockBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
-	ch := keysFor(r.Name).channel
+	ch := keysFor(r.Name).channel()
 	wakes := make([]<-chan struct{}, len(b.notifiers))
 	unsubs := make([]func(), len(b.notifiers))
 	errs := b.each(ctx, time.Second, func(ctx context.Context, i int, _ redis.UniversalClient) error {

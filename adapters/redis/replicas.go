@@ -62,7 +62,7 @@ func waitTimeout(ttl time.Duration) time.Duration { return ttl / 3 }
 // (WAIT must follow the write on the connection that made it).
 func (b *backend) master(ctx context.Context, name string) (redis.Cmdable, error) {
 	if c, ok := b.client.(*redis.ClusterClient); ok && b.replicas > 0 {
-		return c.MasterForKey(ctx, keysFor(name).lock)
+		return c.MasterForKey(ctx, keysFor(name).lock())
 	}
 	return b.client, nil
 }

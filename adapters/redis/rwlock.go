@@ -64,12 +64,12 @@ var (
 
 func rwKeys(name string) []string {
 	k := keysFor(name)
-	return []string{k.lock + ":rw", k.fence, k.lock + ":rw-holds"}
+	return []string{k.lock() + ":rw", k.fence(), k.lock() + ":rw-holds"}
 }
 
 func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl time.Duration) ([]int64, error) {
 	return rwlockScript.Run(ctx, b.client, rwKeys(name), op, owner, hold, ms(ttl),
-		keysFor(name).lock+":rw-released", b.notifier.publishCommand()).Int64Slice()
+		keysFor(name).lock()+":rw-released", b.notifier.publishCommand()).Int64Slice()
 }
 
 // holdID is the hold id of owner's hold of this side: read and write holds
@@ -117,7 +117,7 @@ func (b *rwBackend) Release(ctx context.Context, h driver.Hold) error {
 func (b *rwBackend) Identity() string { return "redis-rw-" + b.mode + ":" + addressOf(b.client) }
 
 func (b *rwBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(r.Name).lock+":rw-released")
+	return b.notifier.subscribe(ctx, keysFor(r.Name).lock()+":rw-released")
 }
 
 // Inspect reports a holder of this mode: the writer, or one of the

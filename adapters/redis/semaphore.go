@@ -63,8 +63,8 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts 
 	k := keysFor(name)
 	return &Semaphore{
 		client: client, name: name, capacity: capacity, lease: lease,
-		keys:     [3]string{k.lock + ":permits", k.lock + ":permit-sizes", k.fence},
-		channel:  k.lock + ":permit-released",
+		keys:     [3]string{k.lock() + ":permits", k.lock() + ":permit-sizes", k.fence()},
+		channel:  k.lock() + ":permit-released",
 		notifier: notifierFor(client),
 	}, nil
 }

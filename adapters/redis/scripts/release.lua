@@ -6,14 +6,16 @@
 -- not to wake anyone)
 -- Returns the owner's remaining holds, or -1 when the hold was not held.
 local lock, owner, hold = KEYS[1], ARGV[1], '\0h' .. ARGV[2]
--- A key overwritten with another type holds no hold of ours.
-if redis.call('type', lock).ok ~= 'hash' then return -1 end
-if redis.call('hexists', lock, hold) == 0 or (ARGV[3] ~= '' and redis.call('hget', lock, '\0t') ~= ARGV[3]) then
+-- One read: the hold, the token and the owner's count. A key overwritten
+-- with another type (the read fails) holds no hold of ours.
+local got = redis.pcall('hmget', lock, hold, '\0t', owner)
+if got.err or not got[1] or (ARGV[3] ~= '' and got[2] ~= ARGV[3]) then
   return -1
 end
-redis.call('hdel', lock, hold)
-local left = redis.call('hincrby', lock, owner, -1)
+local left = tonumber(got[3] or '1') - 1
 if left > 0 then
+  redis.call('hdel', lock, hold)
+  redis.call('hset', lock, owner, left)
   return left
 end
 redis.call('del', lock)

@@ -13,21 +13,40 @@ local function clock_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- counters holds the counters this run has read or written (false when
+-- missing), so that a script reads each one once.
+local counters = {}
+
+local function counter(key)
+  local value = counters[key]
+  if value == nil then
+    value = redis.call('get', key)
+    counters[key] = value
+  end
+  return value
+end
+
+local function set_counter(key, token)
+  local value = string.format('%.0f', token)
+  redis.call('set', key, value, 'px', fence_ttl_ms)
+  counters[key] = value
+end
+
 -- next_token draws a new token from the counter at key.
 local function next_token(key)
-  local token = math.max(tonumber(redis.call('get', key) or '0') + 1, clock_us())
-  redis.call('set', key, string.format('%.0f', token), 'px', fence_ttl_ms)
+  local token = math.max(tonumber(counter(key) or '0') + 1, clock_us())
+  set_counter(key, token)
   return token
 end
 
 -- last_token is the counter at key, started from the clock if missing.
 local function last_token(key)
-  local last = redis.call('get', key)
+  local last = counter(key)
   if last then
     return tonumber(last)
   end
   local now = clock_us()
-  redis.call('set', key, string.format('%.0f', now), 'px', fence_ttl_ms)
+  set_counter(key, now)
   return now
 end
 
@@ -42,7 +61,7 @@ end
 -- restart", kept by the server itself). A server that does not report
 -- its uptime gets no wait.
 local function restart_wait(key, ttl)
-  if redis.call('exists', key) == 1 then
+  if counter(key) then
     return 0
   end
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
