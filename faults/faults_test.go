@@ -811,6 +811,8 @@ func TestDatabaseRestart(t *testing.T) {
 
 // onThrowawaySQL runs each SQL backend against a throwaway server of its
 // database, with fault done once a round while a worker holds the lock.
+// Each worker runs two call chains on its Locker, so the fault also meets
+// hand-offs between them, and sessions a Locker keeps between holds.
 func onThrowawaySQL(t *testing.T, fault func(r *run, server *testenv.SQLServer)) {
 	for _, db := range []struct {
 		server   func(testing.TB) *testenv.SQLServer
@@ -824,7 +826,7 @@ func onThrowawaySQL(t *testing.T, fault func(r *run, server *testenv.SQLServer))
 		migrate(t, server)
 		for _, backend := range db.backends {
 			t.Run(backend, func(t *testing.T) {
-				r := newRun(t, backend, 3, db.env+"="+server.DSN)
+				r := newRun(t, backend, 3, db.env+"="+server.DSN, envChains+"=2")
 				r.recordFor(500 * time.Millisecond)
 				for range rounds() {
 					r.untilBegun(r.live[0].client)
