@@ -176,8 +176,9 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 		if err == nil {
 			return s, token, ok, nil
 		}
-		// A spare the server may have closed: whatever it got died with
-		// it. Try again on a connection the pool checks.
+		// Most likely a spare the server has closed meanwhile. Whatever
+		// the attempt may have taken ends with the session (discard);
+		// try again on a connection the pool checks.
 		discard(s.conn)
 	}
 	if st := b.db.Stats(); bounded && st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
