@@ -181,8 +181,8 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 		// try again on a connection the pool checks.
 		discard(s.conn)
 	}
-	if st := b.db.Stats(); bounded && st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
-		return nil, 0, false, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, st.MaxOpenConnections)
+	if limit, full := poolFull(b.db); bounded && full {
+		return nil, 0, false, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, limit)
 	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
@@ -292,8 +292,7 @@ const (
 func (b *backend) putBack(s *session) {
 	if s.timeout != 0 {
 		b.mu.Lock()
-		st := b.db.Stats()
-		if len(b.spares) < maxSpares && (st.MaxOpenConnections == 0 || st.InUse < st.MaxOpenConnections) {
+		if _, full := poolFull(b.db); len(b.spares) < maxSpares && !full {
 			b.spares = append(b.spares, s)
 			s.spareTimer = time.AfterFunc(spareLinger, func() { b.dropSpare(s) })
 			b.mu.Unlock()
@@ -302,6 +301,13 @@ func (b *backend) putBack(s *session) {
 		b.mu.Unlock()
 	}
 	b.close(s)
+}
+
+// poolFull reports whether db's pool is bounded and has every connection
+// in use, and the bound (0: none).
+func poolFull(db *sql.DB) (limit int, full bool) {
+	st := db.Stats()
+	return st.MaxOpenConnections, st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections
 }
 
 // takeSpare returns the spare released last, or nil.
