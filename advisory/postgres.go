@@ -75,9 +75,8 @@ type postgres struct{}
 
 func (postgres) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	var token sql.NullInt64
-	var set1, set2 sql.NullString
-	err := s.conn.QueryRowContext(ctx, pgTry, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
-		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
+	err := sqldialect.QueryRow(ctx, s.conn, pgTry, []any{PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)},
+		&token, &s.saved[0], &s.saved[1], nil, nil)
 	if err != nil {
 		return 0, false, err
 	}
@@ -86,17 +85,15 @@ func (postgres) try(ctx context.Context, s *session, r driver.Request) (uint64, 
 
 func (postgres) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
 	var token int64
-	var set1, set2 string
-	err := s.conn.QueryRowContext(ctx, pgWait, PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
-		Scan(&token, &s.saved[0], &s.saved[1], &set1, &set2)
+	err := sqldialect.QueryRow(ctx, s.conn, pgWait, []any{PostgresKey(r.Name), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)},
+		&token, &s.saved[0], &s.saved[1], nil, nil)
 	return uint64(token), err
 }
 
 func (postgres) transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (uint64, bool, error) {
 	var token int64
-	var set1, set2 string
-	err := s.conn.QueryRowContext(ctx, pgTransfer, int64(h.Token), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)).
-		Scan(&token, &set1, &set2)
+	err := sqldialect.QueryRow(ctx, s.conn, pgTransfer, []any{int64(h.Token), strconv.FormatInt(millis(r.TTL), 10), holderTag(r.Owner)},
+		&token, nil, nil)
 	return uint64(token), err == nil, err
 }
 
@@ -126,8 +123,7 @@ func (postgres) ping(ctx context.Context, s *session) error {
 
 func (postgres) release(ctx context.Context, s *session, name string) (bool, error) {
 	var ok bool
-	var set1, set2 string
-	err := s.conn.QueryRowContext(ctx, pgRelease, PostgresKey(name), s.saved[0], s.saved[1]).Scan(&ok, &set1, &set2)
+	err := sqldialect.QueryRow(ctx, s.conn, pgRelease, []any{PostgresKey(name), s.saved[0], s.saved[1]}, &ok, nil, nil)
 	return ok, err
 }
 
