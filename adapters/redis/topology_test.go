@@ -127,6 +127,7 @@ func TestSentinel(t *testing.T) {
 // once the old master is back as the new one's replica).
 func TestReplicas(t *testing.T) {
 	s := testenv.StartRedisSentinel(t)
+	s.Master.WaitUp(t, dlock.DefaultTTL) // as in TestSentinel
 	safe := func(t *testing.T, opts ...dlock.Option) *redislock.Locker {
 		return newLocker(t, failover(t, s), append([]dlock.Option{redislock.WithReplicas(1)}, opts...)...)
 	}
