@@ -48,7 +48,8 @@ func sentinelLocker(opts ...dlock.Option) func(time.Duration) (dlock.Locker, fun
 // load: the primary is killed while a worker holds the lock, and the
 // replica is promoted, either caught up or lagging (its replication
 // stream held back for a while before, so what the primary wrote then is
-// lost with it).
+// lost with it). Each worker runs two call chains on its Locker, so
+// hand-offs between them meet the failover too.
 //
 // In failover-safe modes (Redis WithReplicas, PostgreSQL with a
 // synchronous standby and the lock table) every lease a holder was told
@@ -74,7 +75,7 @@ func TestFailover(t *testing.T) {
 					// A fresh Sentinel each round: it delays a second
 					// failover of one master by twice its failover timeout.
 					s := testenv.StartRedisSentinel(t)
-					r := newRun(t, mode.backend, 3, envSentinel+"="+s.SentinelAddr+"|"+s.MasterName, envTTL+"="+sentinelTTL.String())
+					r := newRun(t, mode.backend, 3, envSentinel+"="+s.SentinelAddr+"|"+s.MasterName, envTTL+"="+sentinelTTL.String(), envChains+"=2")
 					r.recordFor(time.Second)
 					failover(r, sentinelTTL, mode.safe, lagging, s.Lag, func() { s.Failover(t) })
 					r.recordUntil(func() bool { return r.grantsSince(-1, faults.Now()-int64(time.Second)) > 0 })
@@ -109,7 +110,7 @@ func TestFailover(t *testing.T) {
 						if pair.Driver == "mysql" {
 							env = servers.MySQLEnv
 						}
-						r := newRun(t, backend, 3, env+"="+pair.DSN, envTTL+"="+failoverTTL.String())
+						r := newRun(t, backend, 3, env+"="+pair.DSN, envTTL+"="+failoverTTL.String(), envChains+"=2")
 						r.recordFor(time.Second)
 						failover(r, failoverTTL, mode.safe, lagging, pair.Lag, func() { pair.Failover(t) })
 						r.recordUntil(func() bool { return r.grantsSince(-1, faults.Now()-int64(time.Second)) > 0 })

@@ -1071,12 +1071,14 @@ func toxic(t *testing.T, p *toxiproxy.Proxy, kind string, attributes map[string]
 // TestNetworkFaults puts a proxy between each worker and the lock's
 // server and, per backend: adds latency to every worker's link, resets
 // the holder's connections, then cuts the holder off (its packets are
-// dropped) for longer than its TTL, so the lock must move on.
+// dropped) for longer than its TTL, so the lock must move on. Each worker
+// runs two call chains on its Locker, so hand-offs between them meet
+// every fault too.
 func TestNetworkFaults(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			b.needs(t)
-			r := newRunVia(t, b.name, b.server, 3)
+			r := newRunVia(t, b.name, b.server, 3, envChains+"=2")
 			cutsCaught := 0
 			for range rounds() {
 				r.recordFor(500 * time.Millisecond)
