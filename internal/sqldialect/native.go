@@ -42,6 +42,6 @@ func DBQueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest 
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // back to the pool; it fails only when already closed
 	return QueryRow(ctx, conn, query, args, dest...)
 }
