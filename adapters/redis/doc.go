@@ -21,6 +21,13 @@
 // the next one (about 2 requests per hand-off, whatever the number of
 // waiters), and they are served in order. `make bench` measures both.
 //
+// Hand-offs. When a hold of New's lock ends while another goroutine waits
+// for the name on the same Locker, one script gives it the lock with a new
+// token (dlock.WithHandOffs): no release, publish and acquire. After
+// dlock.DefaultHandOffs of them in a row the lock is released as usual,
+// so waiters of other processes get their turn. The fair lock does not
+// hand on: its waiters are served in the server's order.
+//
 // Failover. Redis replicates asynchronously: by default a Sentinel or
 // Cluster failover can lose the grants and renewals the promoted replica
 // had not received. A holder whose grant was lost keeps its lease until

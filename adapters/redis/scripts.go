@@ -16,6 +16,8 @@ var (
 	refreshSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/transfer.lua
+	transferSrc string
 	//go:embed scripts/fence.lua
 	fenceSrc string
 	//go:embed scripts/fair_acquire.lua
@@ -40,7 +42,10 @@ var (
 	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
 	releaseScript = redis.NewScript(releaseSrc)
-	fenceScript   = redis.NewScript(fenceSrc)
+	// transferScript has next_token, but not restart_wait: the lock it
+	// hands on is held, so the server has not lost it.
+	transferScript = redis.NewScript(tokenSrc + transferSrc)
+	fenceScript    = redis.NewScript(fenceSrc)
 
 	fairAcquireScript = redis.NewScript(tokenSrc + fairAcquireSrc)
 	fairReleaseScript = redis.NewScript(fairReleaseSrc)

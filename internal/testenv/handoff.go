@@ -85,78 +85,92 @@ func StatementsPerHold(t *testing.T, l dlock.Locker, count dlocktest.Requests, s
 }
 
 // CheckHandOff checks, on each SQL test database, that call chains
-// sharing a Locker made by mk hand the lock on to each other, at most 1.5
-// statements per hold with the default hand-offs, and that with
-// WithHandOffs(0) a hold costs at least without[database name]
-// statements (an acquire and a release): the count can tell them apart.
+// sharing a Locker made by mk hand the lock on to each other (see
+// CheckHandsOn), and that with WithHandOffs(0) a hold costs at least
+// without[database name] statements.
 func CheckHandOff(t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) dlock.Locker, without map[string]float64) {
 	for _, d := range CountedDatabases() {
 		t.Run(d.Name, func(t *testing.T) {
 			db := Migrated(t, d.Open)
-			for _, limit := range []int{dlock.DefaultHandOffs, 0} {
-				perHold := StatementsPerHold(t, mk(t, db, dlock.WithHandOffs(limit)), d.Count, fmt.Sprint(limit))
-				t.Logf("WithHandOffs(%d): %.2f statements per hold", limit, perHold)
-				switch {
-				case limit > 0 && perHold > 1.5:
-					t.Errorf("WithHandOffs(%d): %.2f statements per hold, want at most 1.5: the lock is not handed on", limit, perHold)
-				case limit == 0 && perHold < without[d.Name]:
-					t.Errorf("WithHandOffs(0): %.2f statements per hold, want at least %.0f", perHold, without[d.Name])
-				}
-			}
+			CheckHandsOn(t, func(opts ...dlock.Option) dlock.Locker { return mk(t, db, opts...) }, d.Count, without[d.Name])
 		})
 	}
 }
 
+// CheckHandsOn checks that call chains sharing a Locker made by mk hand
+// the lock on to each other, at most 1.5 requests (counted by count) per
+// hold with the default hand-offs, and that with WithHandOffs(0) a hold
+// costs at least without requests (an acquire and a release): the count
+// can tell them apart.
+func CheckHandsOn(t *testing.T, mk func(...dlock.Option) dlock.Locker, count dlocktest.Requests, without float64) {
+	t.Helper()
+	for _, limit := range []int{dlock.DefaultHandOffs, 0} {
+		perHold := StatementsPerHold(t, mk(dlock.WithHandOffs(limit)), count, fmt.Sprint(limit))
+		t.Logf("WithHandOffs(%d): %.2f requests per hold", limit, perHold)
+		switch {
+		case limit > 0 && perHold > 1.5:
+			t.Errorf("WithHandOffs(%d): %.2f requests per hold, want at most 1.5: the lock is not handed on", limit, perHold)
+		case limit == 0 && perHold < without:
+			t.Errorf("WithHandOffs(0): %.2f requests per hold, want at least %.0f", perHold, without)
+		}
+	}
+}
+
 // CheckHandOffLetsAnotherIn checks, on each SQL test database, that a
-// Locker made by mk with opts, whose two goroutines take a name in turn
-// as fast as they can, lets a Locker of another pool (another process)
-// have the name within dlocktest.Timeout.
+// Locker made by mk with opts lets a Locker of another pool (another
+// process) in (see LetsAnotherIn).
 func CheckHandOffLetsAnotherIn(t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) dlock.Locker, opts ...dlock.Option) {
 	for _, d := range SQLDatabases {
 		t.Run(d.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-			defer cancel()
-			busy := mk(t, Migrated(t, d.Open), opts...)
-			other := mk(t, d.Open(t))
-			name := dlocktest.Name(t)
-			got := make(chan struct{})
-			var holds atomic.Int64
-			var wg sync.WaitGroup
-			for range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-got:
-							return
-						default:
-						}
-						lease, err := busy.Lock(ctx, name)
-						if err != nil {
-							return
-						}
-						time.Sleep(5 * time.Millisecond) // the work
-						if err := lease.Unlock(context.Background()); err != nil {
-							t.Error(err)
-							return
-						}
-						holds.Add(1)
-					}
-				}()
-			}
-			// The busy process passes the lock around before the other asks.
-			dlocktest.Eventually(t, func() bool { return holds.Load() >= 10 }, "the busy process's holds")
-			lease, err := other.Lock(ctx, name)
-			close(got)
-			if err != nil {
-				wg.Wait()
-				t.Fatalf("another process never got the lock from one whose goroutines hand it on: %v", err)
-			}
-			if err := lease.Unlock(context.Background()); err != nil {
-				t.Error(err)
-			}
-			wg.Wait()
+			LetsAnotherIn(t, mk(t, Migrated(t, d.Open), opts...), mk(t, d.Open(t)))
 		})
 	}
+}
+
+// LetsAnotherIn checks that busy, whose two goroutines take a name in
+// turn as fast as they can, lets other (another process) have the name
+// within dlocktest.Timeout.
+func LetsAnotherIn(t *testing.T, busy, other dlock.Locker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	got := make(chan struct{})
+	var holds atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-got:
+					return
+				default:
+				}
+				lease, err := busy.Lock(ctx, name)
+				if err != nil {
+					return
+				}
+				time.Sleep(5 * time.Millisecond) // the work
+				if err := lease.Unlock(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+				holds.Add(1)
+			}
+		}()
+	}
+	// The busy process passes the lock around before the other asks.
+	dlocktest.Eventually(t, func() bool { return holds.Load() >= 10 }, "the busy process's holds")
+	lease, err := other.Lock(ctx, name)
+	close(got)
+	if err != nil {
+		wg.Wait()
+		t.Fatalf("another process never got the lock from one whose goroutines hand it on: %v", err)
+	}
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Error(err)
+	}
+	wg.Wait()
 }
