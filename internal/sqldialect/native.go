@@ -11,8 +11,8 @@ import (
 // into dest; a nil dest skips its column. On a pgx connection the query
 // goes to pgx directly: through database/sql, each query run under a
 // context that can be cancelled starts a goroutine to watch it (the Rows'
-// awaitDone) and sets up a converter per column, which on a lock's short
-// statements costs more than the statement itself. pgx watches ctx in
+// awaitDone) and sets up a converter per column: on a lock's short
+// statements, a good part of their client-side cost. pgx watches ctx in
 // either case. With another driver it runs through database/sql, and
 // sql.ErrNoRows reports an empty result either way.
 func QueryRow(ctx context.Context, conn *sql.Conn, query string, args []any, dest ...any) error {
