@@ -113,8 +113,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l }
 // WithHandOffs sets how many times in a row a lock may pass straight from
 // one call chain of a Locker to the next one waiting for it through the
 // same Locker, on backends that can do it in one request (the lock table,
-// advisory locks, Redis's New): the next holder is granted, with a new token, in the
-// request that ends the last hold, instead of a release and an acquire.
+// advisory locks, Redis's New): the next holder is granted, with a new
+// token, in the request that ends the last hold, instead of a release and
+// an acquire.
 // After n such hand-offs the lock is released through the server as
 // usual, so that waiters of other processes get their turn; the lock
 // table also hands nothing on while the server knows of a waiter in

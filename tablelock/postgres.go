@@ -250,11 +250,11 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	queued := false
 	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
 		queued = true
-		err = sqldialect.DBQueryRow(ctx, p.db, pgAcquireQueued, []any{r.Name, r.Owner, micros(r.TTL),
-			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)}, &acquired, &token, &leftUS)
+		err = p.db.QueryRowContext(ctx, pgAcquireQueued, r.Name, r.Owner, micros(r.TTL),
+			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)).Scan(&acquired, &token, &leftUS)
 	}
 	if !queued || p.noQueue(err) { // a failed statement changed nothing
-		err = sqldialect.DBQueryRow(ctx, p.db, pgAcquire, []any{r.Name, r.Owner, micros(r.TTL)}, &acquired, &token, &leftUS)
+		err = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
@@ -290,9 +290,9 @@ func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 	if p.unqueued.Load() {
 		q = pgReleaseUnqueued
 	}
-	err := sqldialect.DBQueryRow(ctx, p.db, q, []any{h.Name, h.Owner, int64(h.Token)}, &notified)
+	err := p.db.QueryRowContext(ctx, q, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
 	if q == pgRelease && p.noQueue(err) { // a failed statement changed nothing
-		err = sqldialect.DBQueryRow(ctx, p.db, pgReleaseUnqueued, []any{h.Name, h.Owner, int64(h.Token)}, &notified)
+		err = p.db.QueryRowContext(ctx, pgReleaseUnqueued, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return notHeld(h)
@@ -305,11 +305,11 @@ func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request
 	var err error
 	queued := !p.unqueued.Load()
 	if queued {
-		err = sqldialect.DBQueryRow(ctx, p.db, pgTransfer, []any{h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
-			int64(p.registration(r).pid)}, &token)
+		err = p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
+			int64(p.registration(r).pid)).Scan(&token)
 	}
 	if !queued || p.noQueue(err) { // a failed statement changed nothing
-		err = sqldialect.DBQueryRow(ctx, p.db, pgTransferUnqueued, []any{h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)}, &token)
+		err = p.db.QueryRowContext(ctx, pgTransferUnqueued, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)).Scan(&token)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, nil

@@ -45,11 +45,11 @@ func TestQueryRow(t *testing.T) {
 			if n != 42 || s.String != "x" {
 				t.Fatalf("scanned %d, %q; want 42, \"x\"", n, s.String)
 			}
-			err = sqldialect.DBQueryRow(ctx, db, c.none, nil, &n)
+			err = sqldialect.QueryRow(ctx, conn, c.none, nil, &n)
 			if !errors.Is(err, sql.ErrNoRows) {
 				t.Fatalf("empty result: %v, want sql.ErrNoRows", err)
 			}
-			err = sqldialect.DBQueryRow(ctx, db, "SELECT no_such_column", nil, &n)
+			err = sqldialect.QueryRow(ctx, conn, "SELECT no_such_column", nil, &n)
 			if err == nil {
 				t.Fatal("a bad statement returned no error")
 			}
@@ -80,7 +80,7 @@ func TestQueryRowCancelled(t *testing.T) {
 	}
 	conn.Close()
 	var again int64
-	if err := sqldialect.DBQueryRow(context.Background(), db, "SELECT pg_backend_pid()", nil, &again); err != nil {
+	if err := db.QueryRowContext(context.Background(), "SELECT pg_backend_pid()").Scan(&again); err != nil {
 		t.Fatalf("the next statement: %v", err)
 	}
 	if again == pid {
