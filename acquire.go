@@ -219,7 +219,7 @@ func (w *waiter) unsubscribe() {
 func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Time, error) {
 	held := driver.Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
 	sent := time.Now()
-	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
+	_, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
 		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, held)
 	})
 	if err != nil && !errors.Is(err, ErrNotHeld) {
@@ -248,18 +248,23 @@ func (c *Client) abandon(h *hold, gaveUp bool) {
 // background runs f on a goroutine that Close waits for, if it starts
 // before Close.
 func (c *Client) background(f func()) {
-	c.mu.Lock()
-	counted := !c.closed
-	if counted {
-		c.wg.Add(1)
-	}
-	c.mu.Unlock()
-	go func() {
-		if counted {
-			defer c.wg.Done()
-		}
+	done := c.started()
+	c.workers.run(func() {
+		defer done()
 		f()
-	}()
+	})
+}
+
+// started counts a task that Close waits for, unless c is closed already,
+// and returns what ends it.
+func (c *Client) started() (done func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func() {}
+	}
+	c.wg.Add(1)
+	return c.wg.Done
 }
 
 // grant makes h held after a successful acquire sent at sent.

@@ -43,6 +43,7 @@ type Client struct {
 	closing  context.Context // cancelled by Close
 	closeAll context.CancelFunc
 	wg       sync.WaitGroup // watchdogs and background releases
+	workers  *workers       // run backend calls (see call and withinCtx)
 }
 
 // localQueue is the call chains of one Client waiting for a name another
@@ -154,6 +155,7 @@ func packageOf(t reflect.Type) string {
 func newClient(b driver.Backend, cfg Config, f *family) *Client {
 	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold), queues: make(map[string]*localQueue)}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
+	c.workers = newWorkers(c.closing.Done())
 	return c
 }
 
@@ -198,7 +200,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error)
 	if err := ctx.Err(); err != nil {
 		return Holder{}, false, fmt.Errorf("dlock: inspect %q: %w", name, err)
 	}
-	return withinCtx(ctx, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
+	return withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
 }
 
 func notAcquired(ctx context.Context, err error) error {

@@ -551,3 +551,45 @@ func TestLocalQueueSkipsAbandonedWaiter(t *testing.T) {
 		t.Fatal("the next waiter never got the name")
 	}
 }
+
+// Unlock with a backend call that hangs (a frozen server, a driver that
+// ignores ctx): the release is bounded by DefaultReleaseTimeout, not by the
+// hung call. Unlock reports the failure, the release goes on in the
+// background, and the name is taken again once the server answers.
+func TestUnlockReturnsWhileReleaseHangs(t *testing.T) {
+	t.Parallel()
+	m := newMemory()
+	c := newClient(t, m, dlock.WithTTL(time.Minute))
+	ctx := context.Background()
+	first, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			m.thaw()
+		}
+	}()
+	start := time.Now()
+	err = first.Unlock(ctx)
+	if took := time.Since(start); took > dlock.DefaultReleaseTimeout+time.Second {
+		t.Fatalf("Unlock took %v on a frozen server, want about DefaultReleaseTimeout (%v)", took, dlock.DefaultReleaseTimeout)
+	}
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock on a frozen server: %v, want a DeadlineExceeded failure", err)
+	}
+	m.thaw()
+	thawed = true
+	second, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d", second.Token(), first.Token())
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

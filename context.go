@@ -57,23 +57,23 @@ func (c *Client) chainHold(ctx context.Context, name string) (mine *hold, owner 
 	return nil, owner
 }
 
-// withinCtx runs f and returns when it does or when ctx ends, whichever is
-// first: a driver that does not honour ctx on a frozen server or a
-// blackholed link cannot hold the caller past its deadline. f gets ctx and
+// withinCtx runs f on one of w and returns when it does or when ctx ends,
+// whichever is first: a driver that does not honour ctx on a frozen server
+// or a blackholed link cannot hold the caller past its deadline. f gets ctx and
 // is expected to stop soon after it ends; its late result is dropped, so f
 // must be a call whose outcome does not matter once the caller has gone
 // (a read, or a write whose effect is cleaned up elsewhere).
-func withinCtx[T, U any](ctx context.Context, f func(context.Context) (T, U, error)) (T, U, error) {
+func withinCtx[T, U any](ctx context.Context, w *workers, f func(context.Context) (T, U, error)) (T, U, error) {
 	type result struct {
 		t   T
 		u   U
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	w.run(func() {
 		t, u, err := f(ctx)
 		done <- result{t, u, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.t, r.u, r.err

@@ -19,18 +19,11 @@ import (
 // next owner is granted.
 func (c *Client) handOff(h *hold) (bool, error) {
 	tr, ok := c.backend.(driver.Transferer)
-	if !ok || c.cfg.HandOffs == 0 {
+	if !ok {
 		return false, nil
 	}
 	c.mu.Lock()
-	q := c.queues[h.Name]
-	if c.closed || c.holds[h.Name] != h || q == nil || q.handed != nil || len(q.waiting) == 0 || q.waiting[0].owner != "" {
-		c.mu.Unlock()
-		return false, nil
-	}
-	if h.handOffs >= c.cfg.HandOffs {
-		// Through the server this time: other processes' waiters may
-		// have waited through every hold handed on so far.
+	if !c.handsOn(h) {
 		c.mu.Unlock()
 		return false, nil
 	}
@@ -93,6 +86,21 @@ func (c *Client) handOff(h *hold) (bool, error) {
 	// and its Unlock succeeded; the lock goes back (or on) from here.
 	c.giveBack(l)
 	return true, nil
+}
+
+// handsOn reports whether h, whose last lease has ended, would be handed
+// on (see handOff). c.mu must be held.
+func (c *Client) handsOn(h *hold) bool {
+	if _, ok := c.backend.(driver.Transferer); !ok || c.cfg.HandOffs == 0 {
+		return false
+	}
+	q := c.queues[h.Name]
+	if c.closed || c.holds[h.Name] != h || q == nil || q.handed != nil || len(q.waiting) == 0 || q.waiting[0].owner != "" {
+		return false
+	}
+	// After HandOffs in a row, through the server: other processes'
+	// waiters may have waited through every hold handed on so far.
+	return h.handOffs < c.cfg.HandOffs
 }
 
 // giveBack unlocks l, a lease handed on to a chain that had left before

@@ -93,17 +93,31 @@ func (l *lease) Unlock(ctx context.Context) error {
 	}
 	h.state = ending
 	h.cancel()
+	// Most holds end before their watchdog started, and with nobody of
+	// c waiting for the name: then the release is all there is to do.
+	var quick bool
+	select {
+	case <-h.watched:
+		quick = !c.handsOn(h)
+	default:
+	}
 	c.mu.Unlock()
 
-	result := make(chan error, 1)
-	c.background(func() {
-		<-h.watched
-		if handed, err := c.handOff(h); handed {
-			result <- err
-			return
-		}
-		result <- c.release(h)
-	})
+	var result <-chan error
+	if quick {
+		result = c.releaseAsync(h)
+	} else {
+		r := make(chan error, 1)
+		c.background(func() {
+			<-h.watched
+			if handed, err := c.handOff(h); handed {
+				r <- err
+				return
+			}
+			r <- c.release(h)
+		})
+		result = r
+	}
 	if ctx.Err() == nil {
 		select {
 		case err := <-result:

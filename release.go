@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockhq/dlock/driver"
@@ -19,7 +20,7 @@ func (c *Client) releaseOnce(h *hold) error { return c.releaseWithin(h, DefaultR
 func (c *Client) releaseWithin(h *hold, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
+	_, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
 		return struct{}{}, struct{}{}, c.backend.Release(ctx, h.Hold)
 	})
 	return err
@@ -27,8 +28,38 @@ func (c *Client) releaseWithin(h *hold, bound time.Duration) error {
 
 // release gives up h after its last Unlock. When the request fails with its
 // outcome unknown, the release goes on in the background (releaseLater).
-func (c *Client) release(h *hold) error {
-	err := c.releaseOnce(h)
+func (c *Client) release(h *hold) error { return c.released(h, c.releaseOnce(h)) }
+
+// releaseAsync is release, with its result sent on the returned channel,
+// for an Unlock that need not wait for anything else first. The request
+// runs on a worker, and its bound (DefaultReleaseTimeout, whatever the
+// backend call does) is a timer that takes over only if the request is
+// late, where release would wait on a goroutine of its own: Unlock hands
+// its work to one goroutine instead of two. Close waits for the result.
+func (c *Client) releaseAsync(h *hold) <-chan error {
+	result := make(chan error, 1)
+	done := c.started()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	var reported atomic.Bool
+	report := func(err error) { // once: by the request, or by the bound
+		if reported.CompareAndSwap(false, true) {
+			cancel()
+			result <- c.released(h, err)
+			done()
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { report(ctx.Err()) })
+	c.workers.run(func() {
+		err := c.backend.Release(ctx, h.Hold)
+		stop()
+		report(err) // a late result is dropped: the bound has reported
+	})
+	return result
+}
+
+// released settles h after a release request that returned err, and
+// returns what Unlock reports for it.
+func (c *Client) released(h *hold, err error) error {
 	switch {
 	case err == nil:
 		c.settle(h)

@@ -113,7 +113,7 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 // ctx's deadline whatever the backend call does.
 func (c *Client) refresh(ctx context.Context, h *hold) error {
 	sent := time.Now()
-	_, _, err := withinCtx(ctx, func(ctx context.Context) (struct{}, struct{}, error) {
+	_, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
 		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, h.Hold)
 	})
 	if err != nil {
