@@ -288,16 +288,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 		t.Fatalf("TryLock with the server unreachable: %v", err)
 	}
 	m.fail(nil)
-	second, err := c.Lock(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.Token() <= first.Token() {
-		t.Fatalf("token %d after %d: the old hold was re-entered", second.Token(), first.Token())
-	}
-	if err := second.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lockAfter(t, c, first)
 	other, err := newClient(t, m).TryLock(ctx, "x")
 	if err != nil {
 		t.Fatalf("another owner after the Unlock: %v", err)
@@ -582,14 +573,22 @@ func TestUnlockReturnsWhileReleaseHangs(t *testing.T) {
 	}
 	m.thaw()
 	thawed = true
-	second, err := c.Lock(ctx, "x")
+	lockAfter(t, c, first)
+}
+
+// lockAfter locks first's name through c once more, and unlocks it: a new
+// hold with a larger token, not a re-entry of first's.
+func lockAfter(t *testing.T, c dlock.Locker, first dlock.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	next, err := c.Lock(ctx, first.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Token() <= first.Token() {
-		t.Fatalf("token %d after %d", second.Token(), first.Token())
+	if next.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: the old hold was re-entered", next.Token(), first.Token())
 	}
-	if err := second.Unlock(ctx); err != nil {
+	if err := next.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
