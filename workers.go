@@ -18,11 +18,12 @@ const workerIdle = 100 * time.Millisecond
 type workers struct {
 	tasks chan func() // unbuffered: a send succeeds only to an idle worker
 	quit  <-chan struct{}
+	idle  time.Duration  // workerIdle; tests set others
 	spawn func(f func()) // starts a worker with f; tests count them
 }
 
 func newWorkers(quit <-chan struct{}) *workers {
-	w := &workers{tasks: make(chan func()), quit: quit}
+	w := &workers{tasks: make(chan func()), quit: quit, idle: workerIdle}
 	w.spawn = func(f func()) { go w.work(f) }
 	return w
 }
@@ -37,12 +38,12 @@ func (w *workers) run(f func()) {
 }
 
 func (w *workers) work(f func()) {
-	idle := time.NewTimer(workerIdle)
+	idle := time.NewTimer(w.idle)
 	defer idle.Stop()
 	for {
 		f()
 		f = nil // nothing of the finished call stays reachable
-		idle.Reset(workerIdle)
+		idle.Reset(w.idle)
 		select {
 		case f = <-w.tasks:
 		case <-idle.C:

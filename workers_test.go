@@ -67,6 +67,7 @@ func TestWorkersExit(t *testing.T) {
 	w.run(func() {})
 	waitFor(t, "the idle worker to exit after workerIdle", func() bool { return running.Load() == 0 })
 
+	w.idle = time.Hour // from here on, only quit ends a worker
 	release := make(chan struct{})
 	for range 3 {
 		w.run(func() { <-release })
