@@ -59,10 +59,11 @@ func (c *Client) chainHold(ctx context.Context, name string) (mine *hold, owner 
 
 // withinCtx runs f on one of w and returns when it does or when ctx ends,
 // whichever is first: a driver that does not honour ctx on a frozen server
-// or a blackholed link cannot hold the caller past its deadline. f gets ctx and
-// is expected to stop soon after it ends; its late result is dropped, so f
-// must be a call whose outcome does not matter once the caller has gone
-// (a read, or a write whose effect is cleaned up elsewhere).
+// or a blackholed link cannot hold the caller past its deadline. f gets
+// ctx and is expected to stop soon after it ends; its late result is
+// dropped, so f must be a call whose outcome does not matter once the
+// caller has gone (a read, or a write whose effect is cleaned up
+// elsewhere).
 func withinCtx[T, U any](ctx context.Context, w *workers, f func(context.Context) (T, U, error)) (T, U, error) {
 	type result struct {
 		t   T
