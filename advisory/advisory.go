@@ -6,9 +6,12 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
@@ -49,6 +52,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.log = c.Config().Logger
 	return &Locker{Client: c, b: b}, nil
 }
 
@@ -86,6 +90,10 @@ type dialect interface {
 	sessionID(ctx context.Context, s *session) (int64, error)
 	// wait takes name, waiting in the server's queue; then as try.
 	wait(ctx context.Context, s *session, r driver.Request) (token uint64, err error)
+	// waitFirst reports whether a Lock should go straight to wait, which
+	// takes a free lock as try does: true where that costs no more round
+	// trips than try, whose miss would then be a round trip spent.
+	waitFirst() bool
 	// endSession ends session id, and whatever statement it runs, from
 	// another connection of db.
 	endSession(ctx context.Context, db *sql.DB, id int64) error
@@ -105,7 +113,8 @@ type dialect interface {
 
 // backend implements driver.Backend; a hold's Handle is its *session.
 type backend struct {
-	db *sql.DB
+	db  *sql.DB
+	log *slog.Logger
 
 	mu     sync.Mutex
 	d      dialect    // nil until known
@@ -125,9 +134,10 @@ func (b *backend) dialect(ctx context.Context) (dialect, error) {
 	}
 	switch d {
 	case sqldialect.Postgres:
-		b.d = postgres{}
+		_, pgx := b.db.Driver().(*stdlib.Driver)
+		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
-		b.d = mysql{}
+		b.d = &mysql{log: b.log}
 	}
 	return b.d, nil
 }
@@ -202,37 +212,71 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	s, token, ok, err := b.try(ctx, d, r, false)
+	if !d.waitFirst() {
+		// Asking the session's id costs a round trip, which a lock that is
+		// free need not pay: one attempt first.
+		s, token, ok, err := b.try(ctx, d, r, false)
+		if err != nil || ok {
+			return driver.Grant{Acquired: ok, Token: token, Handle: s}, err
+		}
+		return b.wait(ctx, d, s, r)
+	}
+	if s := b.takeSpare(); s != nil {
+		g, err := b.wait(ctx, d, s, r)
+		if err == nil || ctx.Err() != nil {
+			return g, err
+		}
+		// Most likely a spare the server has closed meanwhile (a wait that
+		// failed otherwise is as well made again): once more, on a
+		// connection the pool checks.
+	}
+	conn, err := b.db.Conn(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if ok {
-		return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
-	}
-	conn := s.conn
+	return b.wait(ctx, d, &session{conn: conn}, r)
+}
 
+// wait takes r in the server's queue on s, which holds no lock. The wait
+// runs detached from ctx; when ctx ends the session is ended on the
+// server, from another connection, whether its wait has started or not.
+// The session is discarded then, which releases whatever it holds (the
+// lock may have been granted as the end arrived). When the server does
+// not confirm the end, or the wait has not returned cancelTimeout after
+// it (a server or link that does not answer), the wait is abandoned: its
+// connection is closed, and the server ends the session when it sees
+// that. On an error s is gone.
+func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Request) (driver.Grant, error) {
 	id, err := d.sessionID(ctx, s)
 	if err != nil {
-		discard(conn)
+		discard(s.conn)
 		return driver.Grant{}, err
 	}
-	// The wait runs detached from ctx; when ctx ends the session is ended
-	// on the server, from another connection, whether its wait has started
-	// or not. The session is discarded then, which releases whatever it
-	// holds (the lock may have been granted as the end arrived).
+	wctx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	returned := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
-		_ = d.endSession(cctx, b.db, id)
+		if err := d.endSession(cctx, b.db, id); err != nil {
+			abandon()
+			return
+		}
+		select {
+		case <-returned:
+		case <-time.After(cancelTimeout):
+			abandon()
+		}
 	})
-	token, err = d.wait(context.WithoutCancel(ctx), s, r)
+	token, err := d.wait(wctx, s, r)
+	close(returned)
 	if !stop() {
-		discard(conn)
+		discard(s.conn)
 		return driver.Grant{}, errjoin.Join(ctx.Err(), err)
 	}
 	if err != nil {
-		discard(conn)
-		return driver.Grant{}, err
+		discard(s.conn)
+		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
 }

@@ -4,15 +4,23 @@
 // A session advisory lock belongs to a database session, so a Locker pins
 // one connection (*sql.Conn) per held name: lock and unlock always run on
 // that connection, and it goes back to the pool only after the unlock
-// succeeded. Waiting happens in the server's own lock queue (no polling);
-// cancelling a waiting Lock ends its session on the server
-// (pg_terminate_backend, KILL CONNECTION) and discards the connection, so a
-// lock granted at the last moment dies with the session instead of
-// leaking. (Cancelling only the statement would miss a wait that had not
-// started yet: it would go on waiting.) When a hold ends while another
-// goroutine waits on the same Locker, the session keeps the server's lock
-// and passes it to that goroutine, with a new token, in one statement (up
-// to dlock.WithHandOffs times in a row; then it unlocks as usual).
+// succeeded. Waiting happens in the server's own lock queue (no polling).
+// Lock goes straight into it, so that a waiter learns of the grant, and its
+// token, in the round trip that waited: on MySQL through the
+// dlock_wait_lock procedure (migration 000005), which waits and draws the
+// token in one call; on PostgreSQL when the driver is pgx, which tells the
+// session's id for free. (Without these, Lock makes one attempt first, and
+// on MySQL the token takes a statement after the grant.) Cancelling a
+// waiting Lock ends its session on the server (pg_terminate_backend, KILL
+// CONNECTION) and discards the connection, so a lock granted at the last
+// moment dies with the session instead of leaking. (Cancelling only the
+// statement would miss a wait that had not started yet: it would go on
+// waiting.) When the server does not confirm that end (a server or link
+// gone silent), the connection is given up at once, and the server ends the
+// session when it notices. When a hold ends while another goroutine waits
+// on the same Locker, the session keeps the server's lock and passes it to
+// that goroutine, with a new token, in one statement (up to
+// dlock.WithHandOffs times in a row; then it unlocks as usual).
 //
 // Expiry is on the server's clock: while a lock is held its session's idle
 // timeout is the lease's TTL (PostgreSQL 14+ idle_session_timeout, MySQL

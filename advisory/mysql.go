@@ -5,7 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
@@ -45,10 +49,20 @@ ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock +
 // myHolder reads the holder row if its session still holds the lock.
 const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND session = IS_USED_LOCK(?)`
 
+// myWaitCall sets the session's idle timeout, waits in the server's queue
+// and then draws the token as myFence does, in one round trip (migration
+// 000005): lock name, holder row name, owner, idle timeout in seconds.
+const myWaitCall = `CALL dlock_wait_lock(?, ?, ?, ?)`
+
 // The statements of a hold run with their arguments inlined
 // (sqldialect.MySQLInline): one round trip each, where a prepared
 // statement takes two.
-type mysql struct{}
+type mysql struct {
+	// noCall is set once dlock_wait_lock turned out to be missing or not
+	// for this user to run: waits then take myWait and myFence.
+	noCall atomic.Bool
+	log    *slog.Logger
+}
 
 // seconds is ttl as wait_timeout, whole seconds rounded up.
 func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
@@ -68,7 +82,7 @@ func fence(ctx context.Context, s *session, stmt string, r driver.Request) (uint
 	return uint64(token), err == nil, err
 }
 
-func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
+func (m *mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	token, ok, err := fence(ctx, s, myTry, r)
 	if err != nil || !ok {
 		return 0, false, err
@@ -78,7 +92,7 @@ func (m mysql) try(ctx context.Context, s *session, r driver.Request) (uint64, b
 
 // setTimeout makes ttl s's idle timeout, unless it already is (a spare
 // session, see backend.putBack).
-func (mysql) setTimeout(ctx context.Context, s *session, ttl time.Duration) error {
+func (*mysql) setTimeout(ctx context.Context, s *session, ttl time.Duration) error {
 	sec := seconds(ttl)
 	if s.timeout == sec {
 		return nil
@@ -90,11 +104,34 @@ func (mysql) setTimeout(ctx context.Context, s *session, ttl time.Duration) erro
 	return nil
 }
 
-func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
+// waitFirst holds while dlock_wait_lock can be called: it sets the idle
+// timeout and takes a free lock in one round trip, as try does, and a
+// session's id, asked once, serves it for its spare's life.
+func (m *mysql) waitFirst() bool { return !m.noCall.Load() }
+
+func (m *mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, error) {
 	conn, name := s.conn, r.Name
 	// The idle timeout is set before the wait (a session that runs a
-	// statement is not idle), so the hand-off costs one statement after
-	// the server's grant, not two. A wait that fails discards the session.
+	// statement is not idle), so that only the token is left to draw after
+	// the server's grant: dlock_wait_lock sets the timeout, waits and draws
+	// the token in one round trip; without it, the timeout, the wait and
+	// myFence take a statement each. A wait that fails discards the
+	// session.
+	if !m.noCall.Load() {
+		sec := seconds(r.TTL)
+		var token sql.NullInt64
+		err := conn.QueryRowContext(ctx, sqldialect.MySQLInline(myWaitCall, MySQLName(name), name, r.Owner, sec)).Scan(&token)
+		if !m.callRefused(err) {
+			if err != nil {
+				return 0, err
+			}
+			s.timeout = sec
+			if !token.Valid {
+				return 0, waitEnded(name)
+			}
+			return uint64(token.Int64), nil
+		}
+	}
 	if err := m.setTimeout(ctx, s, r.TTL); err != nil {
 		return 0, err
 	}
@@ -105,7 +142,7 @@ func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, 
 	if !got.Valid || got.Int64 != 1 {
 		// 0 is a timeout, NULL an error or a killed wait: either way the
 		// lock was not taken.
-		return 0, fmt.Errorf("advisory: %q: the server's wait for the lock ended without it", name)
+		return 0, waitEnded(name)
 	}
 	res, err := conn.ExecContext(ctx, sqldialect.MySQLInline(myFence, name, r.Owner))
 	if err != nil {
@@ -115,7 +152,29 @@ func (m mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64, 
 	return uint64(token), err
 }
 
-func (mysql) transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (uint64, bool, error) {
+// waitEnded is the error of a wait in the server's queue that ended
+// without the lock.
+func waitEnded(name string) error {
+	return fmt.Errorf("advisory: %q: the server's wait for the lock ended without it", name)
+}
+
+// callRefused reports whether err says dlock_wait_lock does not exist
+// (MySQL migration 000005 not applied: error 1305) or may not be run by
+// this user (1370), and if so switches m to the two statements it
+// replaces, once. The server refuses the call before it runs, so nothing
+// was waited for or taken.
+func (m *mysql) callRefused(err error) bool {
+	var my *mysqldrv.MySQLError
+	if !errors.As(err, &my) || my.Number != 1305 && my.Number != 1370 {
+		return false
+	}
+	if !m.noCall.Swap(true) {
+		m.log.Warn("advisory: dlock_wait_lock cannot be called (MySQL migration 000005, or EXECUTE on it): a contended grant takes a round trip more until it can", "err", err)
+	}
+	return true
+}
+
+func (*mysql) transfer(ctx context.Context, s *session, h driver.Hold, r driver.Request) (uint64, bool, error) {
 	token, ok, err := fence(ctx, s, myTransfer, r)
 	if ok && token <= h.Token {
 		return 0, false, fmt.Errorf("advisory: %q: token %d after %d", r.Name, token, h.Token)
@@ -123,7 +182,7 @@ func (mysql) transfer(ctx context.Context, s *session, h driver.Hold, r driver.R
 	return token, ok, err
 }
 
-func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
+func (*mysql) sessionID(ctx context.Context, s *session) (int64, error) {
 	if s.id != 0 {
 		return s.id, nil
 	}
@@ -131,25 +190,25 @@ func (mysql) sessionID(ctx context.Context, s *session) (int64, error) {
 	return s.id, err
 }
 
-func (mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
+func (*mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
 	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	return err
 }
 
-func (mysql) ping(ctx context.Context, s *session) error {
+func (*mysql) ping(ctx context.Context, s *session) error {
 	_, err := s.conn.ExecContext(ctx, "DO 1")
 	return err
 }
 
 // release leaves the idle timeout set: the session may serve the next
 // hold as it is (backend.putBack), or restore puts it back.
-func (mysql) release(ctx context.Context, s *session, name string) (bool, error) {
+func (*mysql) release(ctx context.Context, s *session, name string) (bool, error) {
 	var released sql.NullInt64
 	err := s.conn.QueryRowContext(ctx, sqldialect.MySQLInline("SELECT RELEASE_LOCK(?)", MySQLName(name))).Scan(&released)
 	return released.Int64 == 1, err
 }
 
-func (mysql) restore(ctx context.Context, s *session) error {
+func (*mysql) restore(ctx context.Context, s *session) error {
 	if s.timeout == 0 {
 		return nil
 	}
@@ -160,7 +219,7 @@ func (mysql) restore(ctx context.Context, s *session) error {
 	return nil
 }
 
-func (mysql) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {
+func (*mysql) holder(ctx context.Context, db *sql.DB, name string) (dlock.Holder, bool, error) {
 	var h dlock.Holder
 	err := db.QueryRowContext(ctx, myHolder, name, MySQLName(name)).Scan(&h.Owner, &h.Token)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -71,7 +71,12 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 ORDER BY a.application_name LIKE 'dlock %' DESC
 LIMIT 1`
 
-type postgres struct{}
+// postgres is PostgreSQL's statements. pgx tells a session's id (its
+// backend's pid) without asking the server.
+type postgres struct{ pgx bool }
+
+// waitFirst: with pgx a wait costs no round trip more than try.
+func (p postgres) waitFirst() bool { return p.pgx }
 
 func (postgres) try(ctx context.Context, s *session, r driver.Request) (uint64, bool, error) {
 	var token sql.NullInt64

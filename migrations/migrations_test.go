@@ -16,30 +16,44 @@ import (
 )
 
 func columns(t *testing.T, db *sql.DB, driver string) []string {
-	t.Helper()
 	q := `SELECT column_name FROM information_schema.columns
 	      WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`
 	if driver == "mysql" {
 		q = `SELECT column_name FROM information_schema.columns
 		     WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position`
 	}
-	rows, err := db.QueryContext(context.Background(), q, tablelock.Table)
+	return list(t, db, q, tablelock.Table)
+}
+
+// routines lists the stored routines in db's schema.
+func routines(t *testing.T, db *sql.DB, driver string) []string {
+	q := `SELECT routine_name FROM information_schema.routines WHERE routine_schema = current_schema() ORDER BY 1`
+	if driver == "mysql" {
+		q = `SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() ORDER BY 1`
+	}
+	return list(t, db, q)
+}
+
+// list runs q, a query of one text column, and returns its rows.
+func list(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var cols []string
+	var got []string
 	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
+		var s string
+		if err := rows.Scan(&s); err != nil {
 			t.Fatal(err)
 		}
-		cols = append(cols, c)
+		got = append(got, s)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return cols
+	return got
 }
 
 // The schema the code uses is exactly what the migrations create, and up →
@@ -64,6 +78,9 @@ func TestDrift(t *testing.T) {
 				if got := columns(t, db, driver); !slices.Equal(got, want) {
 					t.Fatalf("up #%d: %s has columns %v, the code uses %v", round, tablelock.Table, got, want)
 				}
+				if got, want := routines(t, db, driver), map[string][]string{"mysql": {"dlock_wait_lock"}}[driver]; !slices.Equal(got, want) {
+					t.Fatalf("up #%d: routines %v, want %v", round, got, want)
+				}
 				// The code's statements run against the migrated schema.
 				l, err := tablelock.New(db)
 				if err != nil {
@@ -82,6 +99,9 @@ func TestDrift(t *testing.T) {
 				}
 				if got := columns(t, db, driver); len(got) != 0 {
 					t.Fatalf("down #%d left %s with columns %v", round, tablelock.Table, got)
+				}
+				if got := routines(t, db, driver); len(got) != 0 {
+					t.Fatalf("down #%d left routines %v", round, got)
 				}
 			}
 		})
@@ -116,14 +136,24 @@ func TestMigrationFiles(t *testing.T) {
 	}
 }
 
-// statements counts the SQL statements in body, ignoring -- comments.
+// statements counts the SQL statements in body, ignoring -- comments. A
+// routine's body, from a line "BEGIN" to a line that starts with "END",
+// is part of the statement that creates it, whatever it holds.
 func statements(body string) int {
-	n := 0
+	n, routine := 0, false
 	for _, line := range strings.Split(body, "\n") {
 		if i := strings.Index(line, "--"); i >= 0 {
 			line = line[:i]
 		}
-		n += strings.Count(line, ";")
+		switch {
+		case strings.TrimSpace(line) == "BEGIN":
+			routine = true
+		case strings.HasPrefix(line, "END"):
+			routine = false
+		}
+		if !routine {
+			n += strings.Count(line, ";")
+		}
 	}
 	return n
 }

@@ -7,9 +7,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
@@ -170,40 +165,6 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-// viaProxy opens d's database through a loopback proxy that can cut it.
-func viaProxy(t *testing.T, dialect string) (*sql.DB, *testenv.Proxy) {
-	t.Helper()
-	var driverName, dsn string
-	var p *testenv.Proxy
-	switch dialect {
-	case "postgres":
-		u, err := url.Parse(testenv.DSN("pgx"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p = testenv.NewProxy(t, u.Host)
-		u.Host = p.Addr()
-		driverName, dsn = "pgx", u.String()
-	case "mysql":
-		cfg, err := gomysql.ParseDSN(testenv.DSN("mysql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p = testenv.NewProxy(t, cfg.Addr)
-		cfg.Addr = p.Addr()
-		cfg.Timeout = time.Second
-		// The driver logs each cut connection; the test expects them.
-		gomysql.SetLogger(log.New(io.Discard, "", 0))
-		driverName, dsn = "mysql", cfg.FormatDSN()
-	}
-	db, err := sql.Open(driverName, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db, p
-}
-
 // Cutting the holder's connections: Done closes, with ErrLost, before the
 // lease expires on the server, so the holder stops before anyone else can
 // take the lock.
@@ -211,7 +172,7 @@ func TestLostRenewal(t *testing.T) {
 	for _, d := range databases {
 		t.Run(d.Name, func(t *testing.T) {
 			direct := migrated(t, d.Open)
-			viaDB, proxy := viaProxy(t, d.Name)
+			viaDB, proxy := testenv.ViaProxy(t, d.Name)
 			name := dlocktest.Name(t)
 			holder := newLocker(t, viaDB, dlock.WithTTL(3*time.Second))
 			observer := newLocker(t, direct)

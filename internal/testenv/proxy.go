@@ -1,9 +1,16 @@
 package testenv
 
 import (
+	"database/sql"
+	"io"
+	"log"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // Proxy is a TCP proxy on loopback between a client and a server, for
@@ -21,6 +28,41 @@ type Proxy struct {
 	up      chan struct{} // closed while client → server bytes flow
 	down    chan struct{} // closed while server → client bytes flow
 	flowing chan struct{} // a closed channel
+}
+
+// ViaProxy opens the test database of dialect ("postgres" or "mysql")
+// through a loopback proxy that can cut it; t.Cleanup closes it.
+func ViaProxy(t testing.TB, dialect string) (*sql.DB, *Proxy) {
+	t.Helper()
+	var driverName, dsn string
+	var p *Proxy
+	switch dialect {
+	case "postgres":
+		u, err := url.Parse(DSN("pgx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = NewProxy(t, u.Host)
+		u.Host = p.Addr()
+		driverName, dsn = "pgx", u.String()
+	case "mysql":
+		cfg, err := gomysql.ParseDSN(DSN("mysql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = NewProxy(t, cfg.Addr)
+		cfg.Addr = p.Addr()
+		cfg.Timeout = time.Second
+		// The driver logs each cut connection; the test expects them.
+		gomysql.SetLogger(log.New(io.Discard, "", 0))
+		driverName, dsn = "mysql", cfg.FormatDSN()
+	}
+	db, err := sql.Open(driverName, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, p
 }
 
 // NewProxy starts a proxy on 127.0.0.1 to target; t.Cleanup stops it.
