@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,13 +43,13 @@ func TestWaitWithoutProcedure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var counter testenv.MySQLCounter
-	var log warnings
+	var log testenv.Buffer
 	holder := newLocker(t, db)
 	waiter := newLocker(t, counter.OpenDSN(t, dsn), dlock.WithOwner("waiter"), dlock.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	for range 2 {
 		checkWait(ctx, t, db, holder, waiter, counter.Requests(), 1)
 	}
-	if n := log.count("dlock_wait_lock"); n != 1 {
+	if n := lines(log.String(), "dlock_wait_lock"); n != 1 {
 		t.Errorf("%d warnings about dlock_wait_lock, want 1:\n%s", n, log.String())
 	}
 }
@@ -161,28 +160,10 @@ func TestWaitOnSilentLink(t *testing.T) {
 	}
 }
 
-// warnings is a log, written by any goroutine.
-type warnings struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *warnings) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *warnings) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-// count is the number of lines that mention s.
-func (w *warnings) count(s string) int {
+// lines counts the lines of log that mention s.
+func lines(log, s string) int {
 	n := 0
-	for _, line := range strings.Split(w.String(), "\n") {
+	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, s) {
 			n++
 		}

@@ -321,30 +321,11 @@ func holdLoop(ctx context.Context, locker dlock.Locker, res *faults.Resource, na
 }
 
 // proc is a running worker.
-// lockedBuffer is a worker's stderr: written by os/exec's copier while
-// the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type proc struct {
 	client int
 	proxy  *toxiproxy.Proxy // between the worker and the lock's server, for network faults
 	cmd    *exec.Cmd
-	stderr lockedBuffer
+	stderr testenv.Buffer
 	done   chan struct{} // stdout read to the end
 }
 
