@@ -151,24 +151,7 @@ func TestCancelLeavesNoWaiter(t *testing.T) {
 			if _, err := newLocker(t, db).Lock(ctx, name); !errors.Is(err, dlock.ErrNotAcquired) {
 				t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 			}
-			q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`
-			if d.Name == "mysql" {
-				q = `SELECT count(*) FROM information_schema.processlist WHERE state LIKE '%user lock%'`
-			}
-			deadline := time.Now().Add(dlocktest.Timeout)
-			for {
-				var n int
-				if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d sessions still wait for the lock on the server", n)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			dlocktest.Eventually(t, func() bool { return waiters(context.Background(), t, db, d.Name, name) == 0 }, "no session left waiting for the lock on the server")
 		})
 	}
 }

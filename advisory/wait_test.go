@@ -74,7 +74,7 @@ func checkWait(ctx context.Context, t *testing.T, admin *sql.DB, holder, waiter 
 		lease, err := waiter.Lock(ctx, name)
 		got <- result{lease, err}
 	}()
-	dlocktest.Eventually(t, func() bool { return waiting(ctx, t, admin, "mysql", name) }, "the waiter in the server's queue")
+	dlocktest.Eventually(t, func() bool { return waiters(ctx, t, admin, "mysql", name) > 0 }, "the waiter in the server's queue")
 	before, _ := count(ctx)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -97,9 +97,9 @@ func checkWait(ctx context.Context, t *testing.T, admin *sql.DB, holder, waiter 
 	}
 }
 
-// waiting reports whether a session of db's server, of dialect
-// ("postgres" or "mysql"), waits for name's lock.
-func waiting(ctx context.Context, t *testing.T, db *sql.DB, dialect, name string) bool {
+// waiters counts the sessions of db's server, of dialect ("postgres" or
+// "mysql"), that wait for name's lock.
+func waiters(ctx context.Context, t testing.TB, db *sql.DB, dialect, name string) int {
 	var n int
 	var err error
 	if dialect == "postgres" {
@@ -115,7 +115,7 @@ func waiting(ctx context.Context, t *testing.T, db *sql.DB, dialect, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n > 0
+	return n
 }
 
 // A Lock waiting in the server's queue when the link to the server goes
@@ -143,7 +143,7 @@ func TestWaitOnSilentLink(t *testing.T) {
 				_, err := waiter.Lock(lctx, name)
 				locked <- err
 			}()
-			dlocktest.Eventually(t, func() bool { return waiting(ctx, t, direct, d.Name, name) }, "the waiter in the server's queue")
+			dlocktest.Eventually(t, func() bool { return waiters(ctx, t, direct, d.Name, name) > 0 }, "the waiter in the server's queue")
 			proxy.Blackhole()
 			cancel()
 			if err := <-locked; err == nil {
