@@ -1,8 +1,11 @@
 // Command benchtable turns `go test -bench` output from dlock's
 // benchmarks into tables, backend × workload (W1, W2, herd; then W3, the
-// seckill sale), with the median of each metric across repeated runs:
+// seckill sale), with the median of each metric across repeated runs and
+// each dlock row's ratio to the best peer on its server. Runs pair up in
+// order (see ratio), so repeat whole passes rather than each benchmark,
+// as make bench does:
 //
-//	go test -run '^$' -bench . -count 5 ./... | go run ./internal/cmd/benchtable
+//	for i in 1 2 3 4 5; do go test -run '^$' -bench . -count 1 ./...; done | go run ./internal/cmd/benchtable
 package main
 
 import (
@@ -104,19 +107,19 @@ func run(in io.Reader, out io.Writer) error {
 		case r.workload == "W3":
 			unit, better = "orders/s", func(a, b float64) bool { return a > b }
 		}
-		best, name := 0.0, ""
+		best, name, bestKey := 0.0, "", key{}
 		for _, o := range order {
 			d := describe(o)
 			if d.peer && d.workload == r.workload && d.server == r.server {
 				if v := value(o, unit); v > 0 && (name == "" || better(v, best)) {
-					best, name = v, d.label
+					best, name, bestKey = v, d.label, o
 				}
 			}
 		}
 		if name == "" {
 			return ""
 		}
-		return fmt.Sprintf("%.2f× %s", value(k, unit)/best, name)
+		return fmt.Sprintf("%.2f× %s", ratio(metrics[k][unit], metrics[bestKey][unit]), name)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
@@ -198,4 +201,26 @@ func describe(k key) row {
 		r.server = k.pkg + "/" + sub
 	}
 	return r
+}
+
+// ratio is a dlock row's metric over its peer's. Where both ran the same
+// number of times, the runs pair up in order (make bench runs every
+// benchmark of a package once per pass, so a pair ran seconds apart) and
+// the ratio is the median of the pairs' ratios: a pass the machine slowed
+// down slows both sides of its pair. Otherwise it is the ratio of the
+// medians.
+func ratio(mine, peer []float64) float64 {
+	med := func(vs []float64) float64 {
+		vs = slices.Clone(vs)
+		slices.Sort(vs)
+		return vs[len(vs)/2]
+	}
+	if len(mine) != len(peer) || slices.Contains(peer, 0) {
+		return med(mine) / med(peer)
+	}
+	rs := make([]float64, len(mine))
+	for i := range mine {
+		rs[i] = mine[i] / peer[i]
+	}
+	return med(rs)
 }

@@ -39,3 +39,32 @@ BenchmarkUncontendedRaw/mysql-2   	    5000	    192212 ns/op	    50000 ns/cycle	
 		t.Error("no results: want an error")
 	}
 }
+
+// TestRunsPairUp: make bench runs a package's benchmarks once per pass, so
+// a dlock row's runs pair up with its peer's. A pass the machine slowed
+// down (the second here) moves both sides and no ratio: each pair says
+// 1.10 or 1.20, where the ratio of the medians would say 1.20.
+func TestRunsPairUp(t *testing.T) {
+	in := `pkg: github.com/dlockhq/dlock/advisory
+BenchmarkUncontended/postgres-2      3000  1 ns/op  110000 ns/cycle
+BenchmarkUncontendedRaw/postgres-2   3000  1 ns/op  100000 ns/cycle
+BenchmarkUncontended/postgres-2      3000  1 ns/op  330000 ns/cycle
+BenchmarkUncontendedRaw/postgres-2   3000  1 ns/op  300000 ns/cycle
+BenchmarkUncontended/postgres-2      3000  1 ns/op  120000 ns/cycle
+BenchmarkUncontendedRaw/postgres-2   3000  1 ns/op  100000 ns/cycle
+BenchmarkUncontended/mysql-2         3000  1 ns/op  120000 ns/cycle
+BenchmarkUncontendedRaw/mysql-2      3000  1 ns/op  100000 ns/cycle
+BenchmarkUncontendedRaw/mysql-2      3000  1 ns/op  300000 ns/cycle
+`
+	var out strings.Builder
+	if err := run(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	// mysql's runs do not pair (one against two): the ratio of the medians,
+	// 120 µs over the upper median 300 µs.
+	for _, want := range []string{"1.10× advisory/postgres (raw)", "0.40× advisory/mysql (raw)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
