@@ -41,7 +41,7 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 		return nil, errors.New("redislock: nil client")
 	}
 	n := notifierFor(client)
-	b := &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: DefaultQueueTimeout}
+	b := &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: DefaultQueueTimeout, channel: randomID()}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, failed(err, n)
@@ -60,7 +60,16 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 type fairBackend struct {
 	backend
 	queueTimeout time.Duration
+	// channel is this Locker's waiter channel id (16 hex digits; see
+	// scripts/fair_queue.lua): a release wakes the head of the queue on
+	// it. One channel for all of a Locker's waits keeps it subscribed
+	// from one contended Lock to the next, where a channel per Lock
+	// cost a subscription (and the wake-up its confirmation brings) each.
+	channel string
 }
+
+// waiter is r's id in the server's queue: the channel id, then the owner.
+func (b *fairBackend) waiter(r driver.Request) string { return b.channel + r.Owner }
 
 var (
 	_ driver.Backend  = (*fairBackend)(nil)
@@ -79,7 +88,7 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 		wait = "1"
 	}
 	res, err := fairAcquireScript.Run(ctx, b.client, k.fair(), r.Owner, ms(r.TTL), hold, wait,
-		ms(b.queueTimeout), k.waiterPrefix(), b.notifier.publishCommand()).Int64Slice()
+		ms(b.queueTimeout), k.waiterPrefix(), b.notifier.publishCommand(), b.channel).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -113,11 +122,11 @@ func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 
 func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
 	k := keysFor(r.Name)
-	return fairLeaveScript.Run(ctx, b.client, k.fair(), r.Owner, k.waiterPrefix(), b.notifier.publishCommand()).Err()
+	return fairLeaveScript.Run(ctx, b.client, k.fair(), b.waiter(r), k.waiterPrefix(), b.notifier.publishCommand()).Err()
 }
 
-// Subscribe listens on this waiter's own channel: only the first waiter
-// is told of a release.
+// Subscribe listens on this Locker's channel for r's name: only the first
+// waiter is told of a release.
 func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix()+r.Owner)
+	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix()+b.channel)
 }

@@ -24,5 +24,6 @@ func (k keys) channel() string  { return k.tag + ":released" }
 func (k keys) queue() string    { return k.tag + ":queue" } // fair lock
 func (k keys) timeouts() string { return k.tag + ":queue-timeouts" }
 
-// waiterPrefix + a waiter id is a fair-lock waiter's channel.
+// waiterPrefix + a fair Locker's channel id is the channel that wakes its
+// waiter (see scripts/fair_queue.lua).
 func (k keys) waiterPrefix() string { return k.tag + ":waiter:" }

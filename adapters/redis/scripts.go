@@ -20,6 +20,8 @@ var (
 	transferSrc string
 	//go:embed scripts/fence.lua
 	fenceSrc string
+	//go:embed scripts/fair_queue.lua
+	fairQueueSrc string
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireSrc string
 	//go:embed scripts/fair_release.lua
@@ -47,9 +49,9 @@ var (
 	transferScript = redis.NewScript(tokenSrc + transferSrc)
 	fenceScript    = redis.NewScript(fenceSrc)
 
-	fairAcquireScript = redis.NewScript(tokenSrc + fairAcquireSrc)
-	fairReleaseScript = redis.NewScript(fairReleaseSrc)
-	fairLeaveScript   = redis.NewScript(fairLeaveSrc)
+	fairAcquireScript = redis.NewScript(tokenSrc + fairQueueSrc + fairAcquireSrc)
+	fairReleaseScript = redis.NewScript(fairQueueSrc + fairReleaseSrc)
+	fairLeaveScript   = redis.NewScript(fairQueueSrc + fairLeaveSrc)
 
 	semAcquireScript     = redis.NewScript(tokenSrc + semAcquireSrc)
 	semAvailableScript   = redis.NewScript(semAvailableSrc)

@@ -197,7 +197,8 @@ func (p *Permit) Refresh(ctx context.Context) error {
 // Close closes the semaphore's pub/sub connection.
 func (s *Semaphore) Close() error { return s.notifier.release() }
 
-// randomID is a permit id: 64 random bits in hex.
+// randomID is a random id (a permit's, a fair Locker's channel): 64 random
+// bits in hex.
 func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
