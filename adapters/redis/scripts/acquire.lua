@@ -9,7 +9,9 @@
 -- {0, ms} when a restarted server holds grants back (restart_wait).
 local lock, owner, ttl, hold = KEYS[1], ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
 
-if redis.call('exists', lock) == 0 then
+-- pttl is -2 for a free lock: one read tells free, or how long it is held.
+local pttl = redis.call('pttl', lock)
+if pttl == -2 then
   local wait = restart_wait(KEYS[2], ttl)
   if wait > 0 then
     return {0, wait}
@@ -31,10 +33,10 @@ if redis.call('hexists', lock, owner) == 1 then
     redis.call('hincrby', lock, owner, 1)
     redis.call('hset', lock, hold, 1)
   end
-  if redis.call('pttl', lock) < ttl then
+  if pttl < ttl then
     redis.call('pexpire', lock, ttl)
   end
   return {1, tonumber(redis.call('hget', lock, '\0t'))}
 end
 
-return {0, redis.call('pttl', lock)}
+return {0, pttl}
