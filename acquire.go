@@ -19,6 +19,9 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 	defer stop()
 	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
 	defer w.unsubscribe()
+	if wait {
+		w.subscribeLive()
+	}
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		g, err := w.attempt(ctx)
@@ -192,6 +195,11 @@ func (c *Client) cleanup(r driver.Request, g driver.Grant, err error, now bool) 
 // the first failed attempt, so an uncontended Lock pays no subscription),
 // the backoff, or the holder's expiry, whichever is first.
 func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duration) error {
+	return w.pauses().Sleep(ctx, attempt, retryAfter)
+}
+
+// pauses returns w.pause, made on first use.
+func (w *waiter) pauses() *wakeup.Waiter {
 	if w.pause == nil {
 		w.pause = &wakeup.Waiter{Poll: w.c.cfg.Backoff, Fallback: w.c.cfg.PushFallback}
 		if n, ok := w.c.backend.(driver.Notifier); ok {
@@ -204,7 +212,19 @@ func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duratio
 			}
 		}
 	}
-	return w.pause.Sleep(ctx, attempt, retryAfter)
+	return w.pause
+}
+
+// subscribeLive subscribes before the first attempt where that needs no
+// I/O (driver.LiveNotifier), so a miss waits for its wake-up at once.
+func (w *waiter) subscribeLive() {
+	n, ok := w.c.backend.(driver.LiveNotifier)
+	if !ok {
+		return
+	}
+	if wake, cancel, ok := n.SubscribeLive(w.req); ok {
+		w.pauses().Subscribed(wake, cancel)
+	}
 }
 
 func (w *waiter) unsubscribe() {

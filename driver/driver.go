@@ -11,7 +11,8 @@
 // Implementing a backend, the checklist:
 //
 //  1. Implement Backend, and each optional interface the server allows:
-//     Notifier (the server can push a wake-up), Blocker (it queues
+//     Notifier (the server can push a wake-up; LiveNotifier when it can
+//     tell that a subscription is already in place), Blocker (it queues
 //     waiters itself), Leaver (a queue the waiter must leave),
 //     NameChecker (names it cannot take), SessionBound (holds end with a
 //     session, not at a TTL), Transferer (a hold can pass to a new owner
@@ -122,6 +123,20 @@ type Notifier interface {
 	// release that happens after it; Client tries again right after it.
 	// cancel ends the subscription. ctx governs the setup only.
 	Subscribe(ctx context.Context, r Request) (wake <-chan struct{}, cancel func(), err error)
+}
+
+// LiveNotifier is a Notifier that can tell, with no I/O, that wake-ups
+// for a request are already guaranteed: the process's subscription that
+// carries them is in place (another waiter uses it, or one did moments
+// ago). Client then subscribes before its first attempt and, when that
+// attempt misses, waits for a wake-up at once. A subscription made after
+// the miss costs an attempt more, since a release between the miss and
+// the subscription would be lost without it.
+type LiveNotifier interface {
+	Notifier
+	// SubscribeLive is Subscribe when that needs no I/O, and otherwise
+	// subscribes nothing and returns ok false.
+	SubscribeLive(r Request) (wake <-chan struct{}, cancel func(), ok bool)
 }
 
 // Leaver is implemented by backends that keep waiters in a queue on the

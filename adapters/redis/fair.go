@@ -72,10 +72,10 @@ type fairBackend struct {
 func (b *fairBackend) waiter(r driver.Request) string { return b.channel + r.Owner }
 
 var (
-	_ driver.Backend  = (*fairBackend)(nil)
-	_ driver.Notifier = (*fairBackend)(nil)
-	_ driver.Leaver   = (*fairBackend)(nil)
-	_ dlock.Inspector = (*fairBackend)(nil)
+	_ driver.Backend      = (*fairBackend)(nil)
+	_ driver.LiveNotifier = (*fairBackend)(nil)
+	_ driver.Leaver       = (*fairBackend)(nil)
+	_ dlock.Inspector     = (*fairBackend)(nil)
 )
 
 func (k keys) fair() []string { return []string{k.lock(), k.fence(), k.queue(), k.timeouts()} }
@@ -129,4 +129,10 @@ func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
 // waiter is told of a release.
 func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).waiterPrefix()+b.channel)
+}
+
+// SubscribeLive is Subscribe on a channel already subscribed; it overrides
+// the embedded backend's, whose channel is the plain lock's.
+func (b *fairBackend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	return b.notifier.subscribeLive(keysFor(r.Name).waiterPrefix() + b.channel)
 }

@@ -24,6 +24,9 @@ func (k keys) channel() string  { return k.tag + ":released" }
 func (k keys) queue() string    { return k.tag + ":queue" } // fair lock
 func (k keys) timeouts() string { return k.tag + ":queue-timeouts" }
 
+// rwChannel is where a read-write lock's release wakes its waiters.
+func (k keys) rwChannel() string { return k.tag + ":rw-released" }
+
 // waiterPrefix + a fair Locker's channel id is the channel that wakes its
 // waiter (see scripts/fair_queue.lua).
 func (k keys) waiterPrefix() string { return k.tag + ":waiter:" }

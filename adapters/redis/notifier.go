@@ -147,6 +147,25 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 	return wake, cancel, nil
 }
 
+// subscribeLive registers a waiter on channel if the channel's
+// subscription is confirmed, with no I/O; ok false otherwise. While
+// confirmed, the channel cannot be unsubscribed behind the waiter (idle
+// checks for waiters under n.mu), and a reconnection's new confirmation
+// wakes it, as it wakes every waiter.
+func (n *notifier) subscribeLive(channel string) (wake <-chan struct{}, cancel func(), ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || !n.confirmed[channel] {
+		return nil, nil, false
+	}
+	wake, remove := n.hub.Add(channel)
+	return wake, func() {
+		if remove() {
+			n.idle(channel)
+		}
+	}, true
+}
+
 // idleUnsubscribe is how long a channel stays subscribed with no waiter,
 // so a Locker that waits on the same name again soon pays nothing.
 const idleUnsubscribe = time.Second

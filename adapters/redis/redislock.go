@@ -75,9 +75,9 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend  = (*backend)(nil)
-	_ driver.Notifier = (*backend)(nil)
-	_ dlock.Inspector = (*backend)(nil)
+	_ driver.Backend      = (*backend)(nil)
+	_ driver.LiveNotifier = (*backend)(nil)
+	_ dlock.Inspector     = (*backend)(nil)
 )
 
 // holdOf is h's hold id: its Handle, or for the release of an acquire
@@ -237,6 +237,10 @@ func addressOf(c redis.UniversalClient) string {
 
 func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	return b.notifier.subscribe(ctx, keysFor(r.Name).channel())
+}
+
+func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	return b.notifier.subscribeLive(keysFor(r.Name).channel())
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

@@ -57,9 +57,9 @@ type rwBackend struct {
 }
 
 var (
-	_ driver.Backend  = (*rwBackend)(nil)
-	_ driver.Notifier = (*rwBackend)(nil)
-	_ dlock.Inspector = (*rwBackend)(nil)
+	_ driver.Backend      = (*rwBackend)(nil)
+	_ driver.LiveNotifier = (*rwBackend)(nil)
+	_ dlock.Inspector     = (*rwBackend)(nil)
 )
 
 func rwKeys(name string) []string {
@@ -69,7 +69,7 @@ func rwKeys(name string) []string {
 
 func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl time.Duration) ([]int64, error) {
 	return rwlockScript.Run(ctx, b.client, rwKeys(name), op, owner, hold, ms(ttl),
-		keysFor(name).lock()+":rw-released", b.notifier.publishCommand()).Int64Slice()
+		keysFor(name).rwChannel(), b.notifier.publishCommand()).Int64Slice()
 }
 
 // holdID is the hold id of owner's hold of this side: read and write holds
@@ -117,7 +117,11 @@ func (b *rwBackend) Release(ctx context.Context, h driver.Hold) error {
 func (b *rwBackend) Identity() string { return "redis-rw-" + b.mode + ":" + addressOf(b.client) }
 
 func (b *rwBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
-	return b.notifier.subscribe(ctx, keysFor(r.Name).lock()+":rw-released")
+	return b.notifier.subscribe(ctx, keysFor(r.Name).rwChannel())
+}
+
+func (b *rwBackend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	return b.notifier.subscribeLive(keysFor(r.Name).rwChannel())
 }
 
 // Inspect reports a holder of this mode: the writer, or one of the

@@ -197,6 +197,14 @@ func (w *Waiter) Sleep(ctx context.Context, attempt int, retry time.Duration) er
 	return nil
 }
 
+// Subscribed gives w a subscription made before the attempt that missed:
+// Sleep then waits for a wake-up at once, where a subscription of its own
+// would have the caller try again first. cancel ends it, as Close does.
+func (w *Waiter) Subscribed(wake <-chan struct{}, cancel func()) {
+	w.Close()
+	w.wake, w.cancel = wake, cancel
+}
+
 // Close ends the waiter's subscription, if it has one.
 func (w *Waiter) Close() {
 	if w.cancel != nil {

@@ -171,3 +171,35 @@ func TestWakeOne(t *testing.T) {
 		t.Fatalf("Waiting(x) = %d, want 1", h.Waiting("x"))
 	}
 }
+
+// A Waiter given a subscription made before the miss waits on it at once:
+// it does not subscribe, and it sleeps until the wake-up; Close ends the
+// given subscription.
+func TestWaiterSubscribed(t *testing.T) {
+	var h wakeup.Hub
+	wake, remove := h.Add("x")
+	cancelled := false
+	w := wakeup.Waiter{
+		Subscribe: func(context.Context) (<-chan struct{}, func(), error) {
+			t.Error("subscribed again")
+			return nil, nil, errors.ErrUnsupported
+		},
+		Fallback: time.Hour,
+	}
+	w.Subscribed(wake, func() { cancelled = remove() })
+	slept := make(chan error, 1)
+	go func() { slept <- w.Sleep(context.Background(), 0, 0) }()
+	select {
+	case err := <-slept:
+		t.Fatalf("Sleep returned (%v) before the wake-up", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.Wake("x")
+	if err := <-slept; err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if !cancelled || h.Len() != 0 {
+		t.Fatalf("Close: cancelled %v, %d waiters left; want the subscription ended", cancelled, h.Len())
+	}
+}

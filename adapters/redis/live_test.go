@@ -1,0 +1,83 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// A Lock whose wake-ups are already subscribed (the Locker waited on the
+// name moments ago) sends two requests when it has to wait: the attempt
+// that misses, and the one after the release. A subscription made after
+// the miss would need one more, an attempt right after it.
+func TestWaitOnLiveSubscription(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	for _, tc := range []struct {
+		name string
+		make func(redis.UniversalClient, ...dlock.Option) (*redislock.Locker, error)
+	}{{"lock", redislock.New}, {"fair", redislock.NewFair}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			name := dlocktest.Name(t)
+			locker := func(c redis.UniversalClient) *redislock.Locker {
+				l, err := tc.make(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return testenv.Closing(t, l)
+			}
+			holder := locker(client(t, addr))
+			c := client(t, addr)
+			sent := countCommands(c)
+			waiter := locker(c)
+			waited := func() int64 {
+				held, err := holder.Lock(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before, _ := sent(ctx)
+				got := make(chan dlock.Lease, 1)
+				go func() {
+					lease, err := waiter.Lock(ctx, name)
+					if err != nil {
+						t.Error(err)
+					}
+					got <- lease
+				}()
+				// The waiter's miss, then time for a retry to show: the
+				// release comes only after it, so a wait that sends
+				// anything but the miss before it counts it.
+				dlocktest.Eventually(t, func() bool { n, _ := sent(ctx); return n > before }, "the waiter's attempt")
+				time.Sleep(200 * time.Millisecond)
+				if err := held.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				lease := <-got
+				if lease == nil {
+					t.FailNow()
+				}
+				after, _ := sent(ctx)
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return after - before
+			}
+			waited() // subscribes
+			// The waiter's own release published a wake-up on the plain
+			// lock's channel; let it arrive before the next wait, which
+			// would take it for a release and try again.
+			time.Sleep(100 * time.Millisecond)
+			if n := waited(); n != 2 {
+				t.Errorf("a wait on a live subscription sent %d requests, want 2 (the miss and the grant)", n)
+			}
+		})
+	}
+}
