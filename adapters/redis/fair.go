@@ -36,6 +36,12 @@ func WithQueueTimeout(d time.Duration) dlock.Option { return dlock.WithSetting(q
 // queue in the process first, so each fair Locker has at most one entry
 // per name in the server's queue. It does no I/O; client stays the
 // caller's.
+//
+// A waiter's entry in the queue starts with its Locker's channel id, on
+// which a release wakes it. Fair Lockers of earlier versions of this
+// package queued bare owner ids: while both kinds wait on one name, a
+// hand-off between them waits for the waiter's next retry (at most half
+// the queue timeout) instead of a wake-up. Nothing is granted out of turn.
 func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
 		return nil, errors.New("redislock: nil client")
