@@ -140,5 +140,5 @@ func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan s
 // SubscribeLive is Subscribe on a channel already subscribed; it overrides
 // the embedded backend's, whose channel is the plain lock's.
 func (b *fairBackend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
-	return b.notifier.subscribeLive(keysFor(r.Name).waiterPrefix() + b.channel)
+	return b.notifier.subscribeLive(func() string { return keysFor(r.Name).waiterPrefix() + b.channel })
 }

@@ -147,15 +147,21 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 	return wake, cancel, nil
 }
 
-// subscribeLive registers a waiter on channel if the channel's
-// subscription is confirmed, with no I/O; ok false otherwise. While
-// confirmed, the channel cannot be unsubscribed behind the waiter (idle
-// checks for waiters under n.mu), and a reconnection's new confirmation
-// wakes it, as it wakes every waiter.
-func (n *notifier) subscribeLive(channel string) (wake <-chan struct{}, cancel func(), ok bool) {
+// subscribeLive registers a waiter on the channel that channelOf names
+// if the channel's subscription is confirmed, with no I/O; ok false
+// otherwise. While confirmed, the channel cannot be unsubscribed behind
+// the waiter (idle checks for waiters under n.mu), and a reconnection's
+// new confirmation wakes it, as it wakes every waiter. channelOf runs
+// only when some channel is subscribed: an uncontended Lock builds no
+// name.
+func (n *notifier) subscribeLive(channelOf func() string) (wake <-chan struct{}, cancel func(), ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed || !n.confirmed[channel] {
+	if n.closed || len(n.confirmed) == 0 {
+		return nil, nil, false
+	}
+	channel := channelOf()
+	if !n.confirmed[channel] {
 		return nil, nil, false
 	}
 	wake, remove := n.hub.Add(channel)

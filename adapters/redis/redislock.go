@@ -240,7 +240,7 @@ func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struc
 }
 
 func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
-	return b.notifier.subscribeLive(keysFor(r.Name).channel())
+	return b.notifier.subscribeLive(func() string { return keysFor(r.Name).channel() })
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

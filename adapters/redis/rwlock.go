@@ -121,7 +121,7 @@ func (b *rwBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan str
 }
 
 func (b *rwBackend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
-	return b.notifier.subscribeLive(keysFor(r.Name).rwChannel())
+	return b.notifier.subscribeLive(func() string { return keysFor(r.Name).rwChannel() })
 }
 
 // Inspect reports a holder of this mode: the writer, or one of the
