@@ -14,6 +14,8 @@ var (
 	acquireSrc string
 	//go:embed scripts/refresh.lua
 	refreshSrc string
+	//go:embed scripts/drop_hold.lua
+	dropHoldSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/transfer.lua
@@ -43,14 +45,14 @@ var (
 
 	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redis.NewScript(dropHoldSrc + releaseSrc)
 	// transferScript has next_token, but not restart_wait: the lock it
 	// hands on is held, so the server has not lost it.
 	transferScript = redis.NewScript(tokenSrc + transferSrc)
 	fenceScript    = redis.NewScript(fenceSrc)
 
 	fairAcquireScript = redis.NewScript(tokenSrc + fairQueueSrc + fairAcquireSrc)
-	fairReleaseScript = redis.NewScript(fairQueueSrc + fairReleaseSrc)
+	fairReleaseScript = redis.NewScript(dropHoldSrc + fairQueueSrc + fairReleaseSrc)
 	fairLeaveScript   = redis.NewScript(fairQueueSrc + fairLeaveSrc)
 
 	semAcquireScript     = redis.NewScript(tokenSrc + semAcquireSrc)
