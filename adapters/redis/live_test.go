@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -34,48 +35,61 @@ func TestWaitOnLiveSubscription(t *testing.T) {
 				}
 				return testenv.Closing(t, l)
 			}
+			admin := client(t, addr)
 			holder := locker(client(t, addr))
 			c := client(t, addr)
 			sent := countCommands(c)
 			waiter := locker(c)
-			waited := func() int64 {
-				held, err := holder.Lock(ctx, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				before, _ := sent(ctx)
-				got := make(chan dlock.Lease, 1)
-				go func() {
-					lease, err := waiter.Lock(ctx, name)
-					if err != nil {
-						t.Error(err)
-					}
-					got <- lease
-				}()
-				// The waiter's miss, then time for a retry to show: the
-				// release comes only after it, so a wait that sends
-				// anything but the miss before it counts it.
-				dlocktest.Eventually(t, func() bool { n, _ := sent(ctx); return n > before }, "the waiter's attempt")
-				time.Sleep(200 * time.Millisecond)
-				if err := held.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				lease := <-got
-				if lease == nil {
-					t.FailNow()
-				}
-				after, _ := sent(ctx)
-				if err := lease.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				return after - before
+			held, err := holder.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			waited() // subscribes
-			// The waiter's own release published a wake-up on the plain
-			// lock's channel; let it arrive before the next wait, which
-			// would take it for a release and try again.
-			time.Sleep(100 * time.Millisecond)
-			if n := waited(); n != 2 {
+
+			// A first wait subscribes (a miss, then the attempt right after
+			// the subscription) and gives up: nothing is released, so no
+			// wake-up is on its way when the counted wait begins.
+			start, _ := sent(ctx)
+			wctx, giveUp := context.WithCancel(ctx)
+			gaveUp := make(chan error, 1)
+			go func() {
+				_, err := waiter.Lock(wctx, name)
+				gaveUp <- err
+			}()
+			dlocktest.Eventually(t, func() bool { n, _ := sent(ctx); return n >= start+2 }, "the waiter subscribed")
+			time.Sleep(50 * time.Millisecond) // the second attempt's reply
+			giveUp()
+			if err := <-gaveUp; !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("the Lock given up: %v, want ErrNotAcquired", err)
+			}
+			// The fair waiter leaves the server's queue in the background.
+			dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 0 }, "the queue empty")
+
+			before, _ := sent(ctx)
+			got := make(chan dlock.Lease, 1)
+			go func() {
+				lease, err := waiter.Lock(ctx, name)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lease
+			}()
+			// The waiter's miss, then time for a retry to show: the release
+			// comes only after it, so a wait that sends anything but the
+			// miss before it counts it.
+			dlocktest.Eventually(t, func() bool { n, _ := sent(ctx); return n > before }, "the waiter's attempt")
+			time.Sleep(200 * time.Millisecond)
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lease := <-got
+			if lease == nil {
+				t.FailNow()
+			}
+			after, _ := sent(ctx)
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := after - before; n != 2 {
 				t.Errorf("a wait on a live subscription sent %d requests, want 2 (the miss and the grant)", n)
 			}
 		})

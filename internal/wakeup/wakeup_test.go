@@ -187,8 +187,12 @@ func TestWaiterSubscribed(t *testing.T) {
 		Fallback: time.Hour,
 	}
 	w.Subscribed(wake, func() { cancelled = remove() })
+	// Bounded: a Waiter that ignored the subscription would sleep its
+	// hour-long Fallback, and fail here instead of at the test's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	slept := make(chan error, 1)
-	go func() { slept <- w.Sleep(context.Background(), 0, 0) }()
+	go func() { slept <- w.Sleep(ctx, 0, 0) }()
 	select {
 	case err := <-slept:
 		t.Fatalf("Sleep returned (%v) before the wake-up", err)
