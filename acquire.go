@@ -28,20 +28,25 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 		if err != nil {
 			return nil, c.failed(ctx, h, err)
 		}
-		if g.Acquired && time.Since(sent) > h.TTL/3 {
+		if g.Acquired && !g.Since.IsZero() && g.Since.Before(sent) {
+			sent = g.Since // granted on the waiter's behalf, before this attempt
+		}
+		if term := termOf(h, g); g.Acquired && (time.Since(sent) > confirmAfter(g, term) || term < h.TTL && !c.cfg.AutoRenew) {
 			// A slow grant (a wait in the server's queue, or a request
 			// that hung on a frozen server or a slow link): the server may
 			// have granted the lock at any time since sent, so its TTL
 			// there began at an unknown point after it, and the client's
-			// deadline, counted from sent, may already have passed. Renew
-			// once and count from there, or Lock would hand over a lease
-			// that is lost on arrival.
+			// deadline, counted from sent, may already have passed. Or a
+			// first term shorter than the TTL, with no watchdog to renew
+			// within it. Renew once and count the TTL from there, or Lock
+			// would hand over a lease that is lost on arrival.
 			if sent, err = c.confirm(ctx, h, g); err != nil {
 				if errors.Is(err, ErrNotHeld) {
 					continue // lost in between: wait again
 				}
 				return nil, c.failed(ctx, h, fmt.Errorf("confirming the grant: %w", err))
 			}
+			g.Term = 0
 		}
 		if g.Acquired {
 			return c.grant(h, g, sent)
@@ -293,7 +298,8 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 	h.Token = g.Token
 	h.Handle = g.Handle
 	h.state = held
-	h.deadline = sent.Add(h.TTL - drift(h.TTL))
+	term := termOf(h, g)
+	h.deadline = sent.Add(term - drift(term))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.watched = make(chan struct{})
 	h.leases = make(map[*lease]struct{})
@@ -315,9 +321,11 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 		return l, nil
 	}
 	// Most holds end before their first renewal is due, so the watchdog's
-	// goroutine starts only then (or at the deadline, if that comes
-	// first), and renews at once. A hold that ends before never starts it.
-	start := time.AfterFunc(min(h.TTL/3, time.Until(h.deadline)), func() { c.watch(h, nil, 0) })
+	// goroutine starts only then (a third into the term, or halfway to a
+	// nearer deadline: a grant on the waiter's behalf may come late in
+	// its term), and renews at once. A hold that ends before never
+	// starts it.
+	start := time.AfterFunc(min(term/3, time.Until(h.deadline)/2), func() { c.watch(h, nil, 0) })
 	cancel := h.cancel
 	h.cancel = func() {
 		cancel()
@@ -328,6 +336,27 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 	}
 	c.mu.Unlock()
 	return l, nil
+}
+
+// confirmAfter is how old a grant of term may be before it is confirmed
+// with a renewal. An attempt's own grant is suspect after a third of it:
+// the request hung. A grant on the waiter's behalf (driver.Grant.Since)
+// is as old as the wait that preceded it; it is renewed only when less
+// than a third of its term is left.
+func confirmAfter(g driver.Grant, term time.Duration) time.Duration {
+	if g.Since.IsZero() {
+		return term / 3
+	}
+	return term * 2 / 3
+}
+
+// termOf is how long the server granted h for in g: its TTL, or a
+// shorter first term the backend reports (driver.Grant.Term).
+func termOf(h *hold, g driver.Grant) time.Duration {
+	if g.Term > 0 && g.Term < h.TTL {
+		return g.Term
+	}
+	return h.TTL
 }
 
 // drift is the margin by which the client's deadline precedes the server's

@@ -415,6 +415,84 @@ func TestSlowGrantIsConfirmed(t *testing.T) {
 	}
 }
 
+// onBehalf is memory whose grants were made on the waiter's behalf before
+// the attempt that returns them (driver.Grant.Since and Term), as a fair
+// lock's release hands the lock to the head of its queue.
+type onBehalf struct {
+	*memory
+	since time.Duration // how long before the attempt
+	term  time.Duration
+}
+
+func (b onBehalf) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	g, err := b.memory.Acquire(ctx, r)
+	if g.Acquired {
+		g.Since, g.Term = time.Now().Add(-b.since), b.term
+	}
+	return g, err
+}
+
+// A grant made on the waiter's behalf counts its lease from Since for
+// Term: the deadline precedes the server's expiry, wherever between
+// Since and the attempt the server granted. The watchdog renews within
+// the term, and then the lease runs for the TTL again.
+func TestGrantOnBehalfCountsFromSince(t *testing.T) {
+	m := newMemory()
+	ttl, term, since := 30*time.Second, 600*time.Millisecond, 50*time.Millisecond
+	c := newClient(t, onBehalf{memory: m, since: since, term: term}, dlock.WithTTL(ttl))
+	before := time.Now()
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(context.Background())
+	if d, latest := lease.Deadline(), time.Now().Add(-since+term); d.After(latest) || d.Before(before.Add(-since)) {
+		t.Fatalf("deadline %v after the lock, want at most %v (Since + Term)", time.Until(d), time.Until(latest))
+	}
+	// Renewed within the term, so still held past it, for the TTL.
+	time.Sleep(term + term/2)
+	if err := lease.Err(); err != nil {
+		t.Fatalf("the lease ended at its first term: %v", err)
+	}
+	if d := lease.Deadline(); time.Until(d) < ttl/2 {
+		t.Fatalf("after a renewal the deadline is %v away, want about the TTL %v", time.Until(d), ttl)
+	}
+}
+
+// With no watchdog, a grant on the waiter's behalf for a term shorter
+// than the TTL, or one whose Since is long past, is renewed before Lock
+// returns: the lease the caller gets runs for the TTL.
+func TestGrantOnBehalfIsConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		since, term time.Duration
+		opts        []dlock.Option
+	}{
+		{"short term, no watchdog", time.Millisecond, time.Second, []dlock.Option{dlock.WithoutAutoRenew()}},
+		{"old since", 25 * time.Second, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemory()
+			ttl := 30 * time.Second
+			c := newClient(t, onBehalf{memory: m, since: tc.since, term: tc.term}, append(tc.opts, dlock.WithTTL(ttl))...)
+			lease, err := c.Lock(context.Background(), "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lease.Unlock(context.Background())
+			m.mu.Lock()
+			renewed := m.refreshN
+			m.mu.Unlock()
+			if renewed != 1 {
+				t.Errorf("%d renewals before Lock returned, want 1", renewed)
+			}
+			if d := time.Until(lease.Deadline()); d < ttl*9/10 {
+				t.Errorf("deadline %v away, want about the TTL %v", d, ttl)
+			}
+		})
+	}
+}
+
 // A session-bound hold (a ZooKeeper node) whose release cannot reach the
 // server for longer than its deadline plus a TTL is still released once
 // the server is back: it does not expire, so giving up would block the

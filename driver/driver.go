@@ -67,6 +67,17 @@ type Grant struct {
 	// server's clock: a waiter tries again then at the latest. Zero when
 	// unknown.
 	RetryAfter time.Duration
+	// Since and Term describe a grant the server made on the waiter's
+	// behalf before this attempt (a fair lock's release that hands the
+	// lock to the head of its queue and tells it so): the attempt then
+	// returns it without a request. Since is when the waiter sent its
+	// last request that the server had seen before granting, and Term
+	// how long the server granted (when shorter than the request's
+	// TTL): the lease's deadline counts from Since for Term, so it
+	// precedes the server's expiry whenever the grant was made. Both
+	// zero for a grant made by the attempt itself.
+	Since time.Time
+	Term  time.Duration
 }
 
 // Hold identifies a held lock to its backend.

@@ -88,6 +88,11 @@ var backends = []struct {
 		l, err := redislock.New(c, dlock.WithTTL(ttl))
 		return l, func() { c.Close() }, err
 	}, func(t testing.TB) { testenv.RedisAddr(t) }, "redis"},
+	{"redis/fair", func(ttl time.Duration) (dlock.Locker, func(), error) {
+		c := redis.NewClient(&redis.Options{Addr: servers.RedisAddr()})
+		l, err := redislock.NewFair(c, dlock.WithTTL(ttl))
+		return l, func() { c.Close() }, err
+	}, func(t testing.TB) { testenv.RedisAddr(t) }, "redis"},
 	{"zk", func(ttl time.Duration) (dlock.Locker, func(), error) {
 		conn, _, err := zk.Connect(servers.ZKAddrs(), ttl, zk.WithLogger(nopLogger{}))
 		if err != nil {

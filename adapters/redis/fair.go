@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,14 +30,21 @@ type queueTimeoutKey struct{}
 func WithQueueTimeout(d time.Duration) dlock.Option { return dlock.WithSetting(queueTimeoutKey{}, d) }
 
 // NewFair returns a fair lock: waiters get the lock in the order they
-// asked for it (a FIFO queue on the server, as Redisson's RedissonFairLock),
-// and a release wakes only the first waiter, so a hand-off costs the same
-// with 2 waiters or 200. TryLock does not queue: it fails while anyone
-// waits. A waiter whose Lock gives up leaves the queue at once; one that
-// dies leaves it after the queue timeout (WithQueueTimeout). Goroutines of one process
-// queue in the process first, so each fair Locker has at most one entry
-// per name in the server's queue. It does no I/O; client stays the
-// caller's.
+// asked for it (a FIFO queue on the server, as Redisson's RedissonFairLock).
+// A release grants the lock to the first waiter itself and tells only
+// that waiter, so a hand-off costs the same with 2 waiters or 200, and
+// the waiter holds the lock without a request more. TryLock does not
+// queue: it fails while anyone waits. A waiter whose Lock gives up leaves
+// the queue at once (and gives back a grant that reached it late); one
+// that dies leaves it after the queue timeout (WithQueueTimeout), and a
+// grant made to it meanwhile lasts no longer than that timeout.
+// Goroutines of one process queue in the process first, so each fair
+// Locker has at most one entry per name in the server's queue. It does no
+// I/O; client stays the caller's.
+//
+// A lease granted by a release counts from the waiter's last request
+// that the server saw before the grant, for the shorter of the TTL and
+// the queue timeout; the watchdog renews it within that first term.
 //
 // A waiter's entry in the queue starts with its Locker's channel id, on
 // which a release wakes it. Fair Lockers of earlier versions of this
@@ -84,17 +93,27 @@ var (
 	_ dlock.Inspector     = (*fairBackend)(nil)
 )
 
-func (k keys) fair() []string { return []string{k.lock(), k.fence(), k.queue(), k.timeouts()} }
+func (k keys) fair() []string {
+	return []string{k.lock(), k.fence(), k.queue(), k.timeouts(), k.waiters()}
+}
 
 func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	k := keysFor(r.Name)
 	hold := r.Owner
-	wait := "0"
+	wait, attempt := "0", uint64(0)
+	var w *fairWait
 	if r.Wait {
-		wait = "1"
+		w = b.notifier.fairWait(r.Owner)
+		if g, ok := w.take(); ok {
+			// A release granted it to this waiter and said so.
+			b.notifier.grants.Delete(r.Owner)
+			g.Handle = hold
+			return g, nil
+		}
+		wait, attempt = "1", w.attempt()
 	}
 	res, err := fairAcquireScript.Run(ctx, b.client, k.fair(), r.Owner, ms(r.TTL), hold, wait,
-		ms(b.queueTimeout), k.waiterPrefix(), b.notifier.publishCommand(), b.channel).Int64Slice()
+		ms(b.queueTimeout), k.waiterPrefix(), b.notifier.publishCommand(), b.channel, attempt).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -102,7 +121,13 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, fmt.Errorf("redislock: fair acquire script returned %v", res)
 	}
 	if res[0] == 1 {
+		if w != nil {
+			b.notifier.grants.Delete(r.Owner)
+		}
 		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
+	}
+	if w != nil {
+		w.missed(attempt)
 	}
 	// Retry by then at the latest: the holder's lease may run out, and
 	// the queue entry must be kept fresh.
@@ -126,9 +151,98 @@ func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 	return nil
 }
 
+// Leave takes r's waiter out of the queue and gives back the lock if a
+// release granted it meanwhile.
 func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
+	b.notifier.grants.Delete(r.Owner)
 	k := keysFor(r.Name)
 	return fairLeaveScript.Run(ctx, b.client, k.fair(), b.waiter(r), k.waiterPrefix(), b.notifier.publishCommand()).Err()
+}
+
+// fairWait is a waiting Lock's side of a grant that another owner's
+// release makes on its behalf (hand_on in scripts/fair_queue.lua): when
+// its attempts were sent, and the grant once the release published it.
+// The grant names the waiter's last attempt that the server saw, and the
+// lease counts from that attempt's send time, which precedes the grant.
+type fairWait struct {
+	mu      sync.Mutex
+	last    uint64               // the number of the last attempt
+	sent    map[uint64]time.Time // attempts a grant may still name
+	granted driver.Grant
+}
+
+// attempt numbers an attempt about to be sent.
+func (w *fairWait) attempt() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last++
+	w.sent[w.last] = time.Now()
+	return w.last
+}
+
+// missed records that attempt n found the lock held: a grant made
+// before it would have been found, so a later grant names n or a later
+// attempt.
+func (w *fairWait) missed(n uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.sent {
+		if k < n {
+			delete(w.sent, k)
+		}
+	}
+}
+
+// grant records a grant published for attempt n. A grant naming an
+// attempt it no longer knows is left for the waiter's next attempt,
+// which finds it on the server and counts its lease from its own send.
+func (w *fairWait) grant(n, token uint64, term time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sent, ok := w.sent[n]; ok {
+		w.granted = driver.Grant{Acquired: true, Token: token, Since: sent, Term: term}
+	}
+}
+
+// take returns the published grant, if any.
+func (w *fairWait) take() (driver.Grant, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.granted, w.granted.Acquired
+}
+
+// fairWait returns owner's fairWait, made on its first attempt; it is
+// dropped when the attempts end in a grant or the waiter leaves.
+func (n *notifier) fairWait(owner string) *fairWait {
+	if w, ok := n.grants.Load(owner); ok {
+		return w.(*fairWait)
+	}
+	w, _ := n.grants.LoadOrStore(owner, &fairWait{sent: map[uint64]time.Time{}})
+	return w.(*fairWait)
+}
+
+// deliverGrant hands a grant published on a waiter's channel ('g
+// <attempt> <token> <term ms> <owner>', see hand_on; the owner may hold
+// spaces) to its waiter, if it is one of this process's and still waits.
+func (n *notifier) deliverGrant(payload string) {
+	var fields [3]uint64
+	rest, ok := strings.CutPrefix(payload, "g ")
+	if !ok {
+		return
+	}
+	for i := range fields {
+		var field string
+		var err error
+		if field, rest, ok = strings.Cut(rest, " "); !ok {
+			return
+		}
+		if fields[i], err = strconv.ParseUint(field, 10, 64); err != nil {
+			return
+		}
+	}
+	if w, ok := n.grants.Load(rest); ok {
+		w.(*fairWait).grant(fields[0], fields[1], time.Duration(fields[2])*time.Millisecond)
+	}
 }
 
 // Subscribe listens on this Locker's channel for r's name: only the first

@@ -23,6 +23,7 @@ func (k keys) fence() string    { return k.tag + ":fence" }
 func (k keys) channel() string  { return k.tag + ":released" }
 func (k keys) queue() string    { return k.tag + ":queue" } // fair lock
 func (k keys) timeouts() string { return k.tag + ":queue-timeouts" }
+func (k keys) waiters() string  { return k.tag + ":queue-waiters" }
 
 // rwChannel is where a read-write lock's release wakes its waiters.
 func (k keys) rwChannel() string { return k.tag + ":rw-released" }

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ type notifier struct {
 	confirmed map[string]bool
 	pending   map[string][]chan struct{} // closed on confirmation
 	closed    bool
+
+	// grants are the fair locks' waiters (*fairWait) by owner, to which
+	// a release may publish a grant.
+	grants sync.Map
 }
 
 // notifiers are the notifiers in use, one per client.
@@ -222,6 +227,9 @@ func (n *notifier) run(ps *redis.PubSub) {
 			n.mu.Unlock()
 			n.hub.Wake(m.Channel)
 		case *redis.Message:
+			if strings.HasPrefix(m.Payload, "g ") {
+				n.deliverGrant(m.Payload) // before the wake-up, which takes it
+			}
 			n.hub.Wake(m.Channel)
 		}
 	}

@@ -52,8 +52,8 @@ var (
 	fenceScript    = redis.NewScript(fenceSrc)
 
 	fairAcquireScript = redis.NewScript(tokenSrc + fairQueueSrc + fairAcquireSrc)
-	fairReleaseScript = redis.NewScript(dropHoldSrc + fairQueueSrc + fairReleaseSrc)
-	fairLeaveScript   = redis.NewScript(fairQueueSrc + fairLeaveSrc)
+	fairReleaseScript = redis.NewScript(tokenSrc + dropHoldSrc + fairQueueSrc + fairReleaseSrc)
+	fairLeaveScript   = redis.NewScript(tokenSrc + dropHoldSrc + fairQueueSrc + fairLeaveSrc)
 
 	semAcquireScript     = redis.NewScript(tokenSrc + semAcquireSrc)
 	semAvailableScript   = redis.NewScript(semAvailableSrc)

@@ -1,13 +1,15 @@
--- A waiter gives up: leave the queue; if it was first and the lock is
--- free, wake the next one.
--- KEYS[1] lock hash, KEYS[3] queue, KEYS[4] queue timeouts
--- ARGV[1] waiter id (its channel id and owner, see fair_acquire.lua),
--- ARGV[2] waiter channel prefix, ARGV[3] publish command
-local was = redis.call('lindex', KEYS[3], 0)
-redis.call('lrem', KEYS[3], 0, ARGV[1])
-redis.call('zrem', KEYS[4], ARGV[1])
-if was == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
-  local head = redis.call('lindex', KEYS[3], 0)
-  if head then redis.call(ARGV[3], waiter_channel(ARGV[2], head), 'free') end
+-- A waiter gives up: it leaves the queue, and gives back the lock if a
+-- release had granted it meanwhile (hand_on); a lock that the waiter
+-- leaves free passes to the next waiter (keys: see fair_queue.lua).
+-- ARGV[1] waiter id (its channel id and owner), ARGV[2] waiter channel
+-- prefix, ARGV[3] publish command
+local me = ARGV[1]
+local owner = string.sub(me, 17)
+local was = redis.call('lindex', queue, 0)
+redis.call('lrem', queue, 0, me)
+forget(me)
+local granted = drop_hold(lock, owner, owner, '') == 0
+if granted or (was == me and redis.call('exists', lock) == 0) then
+  hand_on(now_ms(), ARGV[2], ARGV[3])
 end
 return 1

@@ -1,0 +1,23 @@
+package redislock
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock/driver"
+)
+
+// FairBackend is the fair lock's backend, driven directly by tests.
+type FairBackend interface {
+	driver.Backend
+	driver.Leaver
+}
+
+// NewFairBackend returns a fair lock's backend on c, and what gives back
+// its share of c's notifier.
+func NewFairBackend(c redis.UniversalClient, queueTimeout time.Duration) (FairBackend, func()) {
+	n := notifierFor(c)
+	b := &fairBackend{backend: backend{client: c, notifier: n}, queueTimeout: queueTimeout, channel: randomID()}
+	return b, func() { _ = n.release() }
+}
