@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -166,18 +167,22 @@ func (b *fairBackend) Leave(ctx context.Context, r driver.Request) error {
 // lease counts from that attempt's send time, which precedes the grant.
 type fairWait struct {
 	mu      sync.Mutex
-	last    uint64               // the number of the last attempt
 	sent    map[uint64]time.Time // attempts a grant may still name
 	granted driver.Grant
 }
 
+// attempts numbers the fair waiters' attempts, in the whole process: a
+// grant published late, for an earlier wait of the same owner, names no
+// attempt of a later one.
+var attempts atomic.Uint64
+
 // attempt numbers an attempt about to be sent.
 func (w *fairWait) attempt() uint64 {
+	n := attempts.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last++
-	w.sent[w.last] = time.Now()
-	return w.last
+	w.sent[n] = time.Now()
+	return n
 }
 
 // missed records that attempt n found the lock held: a grant made
