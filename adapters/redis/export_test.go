@@ -18,6 +18,5 @@ type FairBackend interface {
 // its share of c's notifier.
 func NewFairBackend(c redis.UniversalClient, queueTimeout time.Duration) (FairBackend, func()) {
 	n := notifierFor(c)
-	b := &fairBackend{backend: backend{client: c, notifier: n}, queueTimeout: queueTimeout, channel: randomID()}
-	return b, func() { _ = n.release() }
+	return newFairBackend(c, n, queueTimeout), func() { _ = n.release() }
 }

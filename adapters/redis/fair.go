@@ -57,7 +57,7 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 		return nil, errors.New("redislock: nil client")
 	}
 	n := notifierFor(client)
-	b := &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: DefaultQueueTimeout, channel: randomID()}
+	b := newFairBackend(client, n, DefaultQueueTimeout)
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, failed(err, n)
@@ -82,6 +82,10 @@ type fairBackend struct {
 	// from one contended Lock to the next, where a channel per Lock
 	// cost a subscription (and the wake-up its confirmation brings) each.
 	channel string
+}
+
+func newFairBackend(client redis.UniversalClient, n *notifierRef, queueTimeout time.Duration) *fairBackend {
+	return &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: queueTimeout, channel: randomID()}
 }
 
 // waiter is r's id in the server's queue: the channel id, then the owner.

@@ -40,8 +40,7 @@ func holdOwner(t *testing.T, c *redis.Client, name string, owners ...string) (st
 // lock no longer than its place in the queue did. A waiter that gives
 // up after such a grant gives the lock back, and the next waiter gets it.
 func TestFairReleaseGrantsTheHead(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
-	t.Cleanup(func() { _ = c.Close() })
+	c := client(t, testenv.RedisAddr(t))
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
 	name := dlocktest.Name(t)
@@ -117,9 +116,8 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 		}
 		got <- lease
 	}()
-	dlocktest.Eventually(t, func() bool {
-		return client(t, addr).LLen(ctx, "dlock:{"+name+"}:queue").Val() == 1
-	}, "the waiter queued")
+	admin := client(t, addr)
+	dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 1 }, "the waiter queued")
 	time.Sleep(queueTimeout / 3)
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
