@@ -140,15 +140,25 @@ const pgLeave = `
 // pgHead is the pid of the longest waiting process queued for $1 whose
 // LISTEN connection is alive, or 0 for none (and then every listening
 // process is notified). Its statement's CTE gone returns the pids whose
-// rows it deletes: the statement's snapshot still shows them. A process that crashed or lost its connection
-// leaves its row behind until it expires; pg_stat_get_activity tells that
-// its pid is gone, so a release never wakes nobody.
+// rows it deletes: the statement's snapshot still shows them. A process
+// that crashed or lost its connection leaves its row behind until it
+// expires; pg_stat_get_activity tells that its pid is gone, so a release
+// never wakes nobody.
+//
+// The queue is sorted first and the liveness test runs on it in order,
+// stopping at the first live process (OFFSET 0 keeps the test out of the
+// sorted subquery): each pg_stat_get_activity call scans every backend,
+// and testing every queued process would put one such scan per waiting
+// process on each release.
 const pgHead = `
 	SELECT coalesce(min(pid), 0) FROM (
-		SELECT pid FROM dlock_waiters w
-		WHERE name = $1 AND expires_at > now() AND pid NOT IN (SELECT pid FROM gone)
-		  AND EXISTS (SELECT 1 FROM pg_stat_get_activity(w.pid))
-		ORDER BY since, pid LIMIT 1
+		SELECT pid FROM (
+			SELECT pid FROM dlock_waiters
+			WHERE name = $1 AND expires_at > now() AND pid NOT IN (SELECT pid FROM gone)
+			ORDER BY since, pid OFFSET 0
+		) queue
+		WHERE EXISTS (SELECT 1 FROM pg_stat_get_activity(queue.pid))
+		LIMIT 1
 	) head`
 
 // pgPassOn takes process $2 out of the queue of $1 and notifies the next:
