@@ -13,17 +13,19 @@
 // out. On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
 // connection, shared by the waiters of every Locker on it. Waiting
 // processes queue in dlock_waiters (an unlogged table), and a release
-// notifies the one that has waited longest and is still connected, which
-// wakes its longest waiting waiter. A hand-off therefore costs the release
-// and about one attempt, however many processes wait (BenchmarkHerd). A
-// process that stopped waiting passes the wake-up on. One that died is
-// skipped. When the queue is empty (after a failover or a crash, which
+// notifies the one that has waited longest and is still connected, on a
+// channel only that process listens on, and it wakes its longest waiting
+// waiter. A hand-off therefore costs the release and about one attempt,
+// however many processes wait (BenchmarkHerd). A process that stopped
+// waiting passes the wake-up on. One that died is skipped. When the queue is empty (after a failover or a crash, which
 // empty an unlogged table), a release wakes one waiter in every process.
 // Processes running a version of this package from before the queue do
 // not join it: they wake at their fallback poll (dlock.Config.PushFallback)
 // while newer processes wait too. On a schema without the queue's table
 // (migration 000003 not applied yet), a Locker logs a warning once and
-// works as before the queue.
+// works as before the queue. Before migration 000004 (own_channel), every
+// listening process receives every queued process's wake-up, and drops
+// it; a Locker logs a warning once.
 //
 // Goroutines sharing a Locker queue in the process, and when a hold ends
 // while one of them waits, one UPDATE hands the row to it: a new owner, the

@@ -28,7 +28,8 @@ const listenerIdle = 30 * time.Second
 //
 // Waiting processes queue on the server (table dlock_waiters, by the pid
 // of their LISTEN connection): a release notifies the longest waiting live
-// process alone, or every process when none is queued. The process hands
+// process alone, on the process's own channel, or every process, on the
+// shared one, when none is queued. The process hands
 // the notification to its longest waiting waiter of that name
 // (wakeup.Hub.WakeOne). A release frees the lock for one, so a hand-off
 // costs a few statements however many processes and waiters there are.
@@ -230,10 +231,14 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 			return fmt.Errorf("tablelock: LISTEN needs pgx's stdlib driver, not %T; waiters poll: %w", dc, errors.ErrUnsupported)
 		}
 		pc := sc.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		// The shared channel carries wake-ups for every process and those
+		// of releases by versions before own_channel; the own one, those
+		// for this process alone (see pgWake).
+		pid := pc.PgConn().PID()
+		if _, err := pc.Exec(ctx, fmt.Sprintf("LISTEN %s; LISTEN %s_%d", notifyChannel, notifyChannel, pid)); err != nil {
 			return err
 		}
-		gen.pid = pc.PgConn().PID()
+		gen.pid = pid
 		close(gen.ready)
 		// Releases between a lost connection and this LISTEN were missed.
 		l.hub.WakeAll()
@@ -266,7 +271,11 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 			defer l.passing.Done()
 			ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
 			defer cancel()
-			if _, err := l.db.ExecContext(ctx, pgPassOn, name, int64(pid)); err != nil && ctx.Err() == nil {
+			_, err := l.db.ExecContext(ctx, pgOwnChannel.passOn, name, int64(pid))
+			if missingOwnChannel(err) { // migration 000004 not applied; nothing changed
+				_, err = l.db.ExecContext(ctx, pgSharedChannel.passOn, name, int64(pid))
+			}
+			if err != nil && ctx.Err() == nil {
 				l.log.Warn("tablelock: passing a wake-up on", "name", name, "err", err)
 			}
 		}()

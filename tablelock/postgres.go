@@ -15,8 +15,11 @@ import (
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
-// notifyChannel is the LISTEN/NOTIFY channel of releases; the payload is
-// "<pid>/<name>", see parsePayload.
+// notifyChannel is the LISTEN/NOTIFY channel of releases for every
+// process, and for processes that queued without a channel of their own;
+// the payload is "<pid>/<name>", see parsePayload. A process queued with
+// own_channel (migration 000004) is notified on notifyChannel_<pid>, with
+// the same payload.
 const notifyChannel = "dlock_locks"
 
 // pgAcquire inserts the row, takes over an expired one, or re-enters one
@@ -48,21 +51,29 @@ WITH cur AS (
 // successful one takes the process out of the queue, or, when other
 // waiters of the process still wait ($6), sends it to the back. The rows
 // are in an unlogged table: a failed attempt stays free of WAL flushes.
-const pgAcquireQueued = `
+// With own (migration 000004) the row says that the process listens on a
+// channel of its own.
+func pgAcquireQueued(own bool) string {
+	cols, vals, set := "", "", ""
+	if own {
+		cols, vals, set = ", own_channel", ", true", ",\n\t\town_channel = true"
+	}
+	return `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (` + pgTake + `
 ), queued AS (
-	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at)
-	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond'
+	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at` + cols + `)
+	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond'` + vals + `
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM taken) THEN $6::boolean ELSE $5::boolean END
 	ON CONFLICT (name, pid) DO UPDATE SET
 		since      = CASE WHEN EXISTS (SELECT 1 FROM taken) OR w.expires_at <= now() THEN now() ELSE w.since END,
-		expires_at = EXCLUDED.expires_at
+		expires_at = EXCLUDED.expires_at` + set + `
 ), dequeued AS (
 	DELETE FROM dlock_waiters
 	WHERE name = $1 AND pid = $4 AND NOT $6::boolean AND EXISTS (SELECT 1 FROM taken)
 )` + pgOutcome
+}
 
 // pgTake is the upsert of pgAcquire and pgAcquireQueued.
 const pgTake = `
@@ -108,15 +119,17 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 // can lose a release that already returned, and then the lock stays with
 // the old holder until its expiry: a delay, never a second holder. The
 // next grant's own commit flushes the WAL past the release anyway.
-const pgRelease = `
+func pgRelease(own bool) string {
+	return `
 WITH released AS (` + pgLeave + `
 ), gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
 )
 SELECT CASE
 	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
-	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1) IS NOT NULL
-END FROM released`
+	WHEN reentry = 0 THEN ` + pgWake + ` IS NOT NULL
+END FROM released LEFT JOIN (` + pgHead(own) + `) head ON true`
+}
 
 // pgReleaseUnqueued is pgRelease for a schema without dlock_waiters (not
 // yet migrated to 000003): the last hold wakes every listening process.
@@ -137,9 +150,17 @@ const pgLeave = `
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
 	RETURNING reentry`
 
-// pgHead is the pid of the longest waiting process queued for $1 whose
-// LISTEN connection is alive, or 0 for none (and then every listening
-// process is notified). Its statement's CTE gone returns the pids whose
+// pgWake notifies the process head (pgHead, joined with LEFT JOIN), on
+// its own channel when it has one, or, when head is NULL, every listening
+// process.
+const pgWake = `pg_notify(
+		CASE WHEN head.own_channel THEN '` + notifyChannel + `_' || head.pid ELSE '` + notifyChannel + `' END,
+		coalesce(head.pid, 0) || '/' || $1)`
+
+// pgHead is the longest waiting process queued for $1 whose LISTEN
+// connection is alive (pid and own_channel), or no row for none (and then
+// every listening process is notified). Without own (a schema before
+// migration 000004), own_channel is false. Its statement's CTE gone returns the pids whose
 // rows it deletes: the statement's snapshot still shows them. A process
 // that crashed or lost its connection leaves its row behind until it
 // expires; pg_stat_get_activity tells that its pid is gone, so a release
@@ -150,24 +171,43 @@ const pgLeave = `
 // sorted subquery): each pg_stat_get_activity call scans every backend,
 // and testing every queued process would put one such scan per waiting
 // process on each release.
-const pgHead = `
-	SELECT coalesce(min(pid), 0) FROM (
-		SELECT pid FROM (
-			SELECT pid FROM dlock_waiters
+func pgHead(own bool) string {
+	col := "false AS own_channel"
+	if own {
+		col = "own_channel"
+	}
+	return `
+		SELECT pid, own_channel FROM (
+			SELECT pid, ` + col + ` FROM dlock_waiters
 			WHERE name = $1 AND expires_at > now() AND pid NOT IN (SELECT pid FROM gone)
 			ORDER BY since, pid OFFSET 0
 		) queue
 		WHERE EXISTS (SELECT 1 FROM pg_stat_get_activity(queue.pid))
-		LIMIT 1
-	) head`
+		LIMIT 1`
+}
 
 // pgPassOn takes process $2 out of the queue of $1 and notifies the next:
 // $2 was notified for a release after its last waiter for $1 left.
-const pgPassOn = `
+func pgPassOn(own bool) string {
+	return `
 WITH gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND pid = $2 RETURNING pid
 )
-SELECT pg_notify('` + notifyChannel + `', (` + pgHead + `) || '/' || $1)`
+SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(own) + `) head ON true`
+}
+
+// pgQueueSQL is the statements that keep or read the queue, for a schema
+// with own_channel (migration 000004) or without it.
+type pgQueueSQL struct{ acquire, release, passOn string }
+
+var (
+	pgOwnChannel    = pgQueueSQL{pgAcquireQueued(true), pgRelease(true), pgPassOn(true)}
+	pgSharedChannel = pgQueueSQL{pgAcquireQueued(false), pgRelease(false), pgPassOn(false)}
+)
+
+// missingOwnChannel reports whether err says dlock_waiters.own_channel is
+// missing (migration 000004 not applied).
+func missingOwnChannel(err error) bool { return sqldialect.MissingColumn(err, "own_channel") }
 
 // pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
 // µs with the next token, as a grant: it commits with the WAL flush an
@@ -214,7 +254,11 @@ type postgres struct {
 	// dlock_waiters (migration 000003 not applied): the statements
 	// without the queue are used from then on, as before it.
 	unqueued atomic.Bool
-	log      *slog.Logger
+	// shared is set once the schema turned out to have no
+	// dlock_waiters.own_channel (migration 000004 not applied): the
+	// queue's statements without it are used from then on.
+	shared atomic.Bool
+	log    *slog.Logger
 }
 
 // missingQueue reports whether err says dlock_waiters is missing.
@@ -230,6 +274,26 @@ func (p *postgres) noQueue(err error) bool {
 	}
 	if !p.unqueued.Swap(true) {
 		p.log.Warn("tablelock: dlock_waiters is missing (PostgreSQL migration 000003): every listening process is woken on each release until it is applied", "err", err)
+	}
+	return true
+}
+
+// queue is the queue's statements for p's schema.
+func (p *postgres) queue() *pgQueueSQL {
+	if p.shared.Load() {
+		return &pgSharedChannel
+	}
+	return &pgOwnChannel
+}
+
+// noOwnChannel reports whether err says dlock_waiters.own_channel is
+// missing, and if so switches p to the statements without it, once.
+func (p *postgres) noOwnChannel(err error) bool {
+	if !missingOwnChannel(err) {
+		return false
+	}
+	if !p.shared.Swap(true) {
+		p.log.Warn("tablelock: dlock_waiters has no own_channel (PostgreSQL migration 000003 is applied, 000004 is not): every listening process receives each release's wake-up until it is", "err", err)
 	}
 	return true
 }
@@ -260,8 +324,15 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	queued := false
 	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
 		queued = true
-		err = p.db.QueryRowContext(ctx, pgAcquireQueued, r.Name, r.Owner, micros(r.TTL),
-			int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)).Scan(&acquired, &token, &leftUS)
+		attempt := func(stmt string) error {
+			return p.db.QueryRowContext(ctx, stmt, r.Name, r.Owner, micros(r.TTL),
+				int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)).Scan(&acquired, &token, &leftUS)
+		}
+		q := p.queue()
+		err = attempt(q.acquire)
+		if q == &pgOwnChannel && p.noOwnChannel(err) { // a failed statement changed nothing
+			err = attempt(pgSharedChannel.acquire)
+		}
 	}
 	if !queued || p.noQueue(err) { // a failed statement changed nothing
 		err = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
@@ -296,13 +367,22 @@ func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 
 func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 	var notified sql.NullBool
-	q := pgRelease
-	if p.unqueued.Load() {
-		q = pgReleaseUnqueued
+	release := func(stmt string) error {
+		return p.db.QueryRowContext(ctx, stmt, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
 	}
-	err := p.db.QueryRowContext(ctx, q, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
-	if q == pgRelease && p.noQueue(err) { // a failed statement changed nothing
-		err = p.db.QueryRowContext(ctx, pgReleaseUnqueued, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
+	// A failed statement changed nothing: each fallback runs it again.
+	var err error
+	if p.unqueued.Load() {
+		err = release(pgReleaseUnqueued)
+	} else {
+		q := p.queue()
+		err = release(q.release)
+		if q == &pgOwnChannel && p.noOwnChannel(err) {
+			err = release(pgSharedChannel.release)
+		}
+		if p.noQueue(err) {
+			err = release(pgReleaseUnqueued)
+		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return notHeld(h)

@@ -1,0 +1,1 @@
+ALTER TABLE dlock_waiters DROP COLUMN own_channel;
