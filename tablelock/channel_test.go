@@ -15,7 +15,6 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
-	"github.com/dlockhq/dlock/migrations"
 )
 
 // A release notifies the queued process on its own channel: the shared
@@ -145,14 +144,7 @@ func TestQueueWakesAnOlderProcessOnTheSharedChannel(t *testing.T) {
 func TestWithoutOwnChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	dsn := testenv.FreshDSN(t, "pgx")
-	admin := testenv.Open(t, "pgx", dsn)
-	if err := migrations.Up(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(ctx, "ALTER TABLE dlock_waiters DROP COLUMN own_channel"); err != nil {
-		t.Fatal(err)
-	}
+	dsn, admin := olderSchema(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN own_channel")
 	name := dlocktest.Name(t)
 	_, shared := listening(t, admin, "dlock_locks", name)
 	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)

@@ -160,11 +160,11 @@ const pgWake = `pg_notify(
 // pgHead is the longest waiting process queued for $1 whose LISTEN
 // connection is alive (pid and own_channel), or no row for none (and then
 // every listening process is notified). Without own (a schema before
-// migration 000004), own_channel is false. Its statement's CTE gone returns the pids whose
-// rows it deletes: the statement's snapshot still shows them. A process
-// that crashed or lost its connection leaves its row behind until it
-// expires; pg_stat_get_activity tells that its pid is gone, so a release
-// never wakes nobody.
+// migration 000004), own_channel is false. Its statement's CTE gone
+// returns the pids whose rows it deletes: the statement's snapshot still
+// shows them. A process that crashed or lost its connection leaves its
+// row behind until it expires; pg_stat_get_activity tells that its pid is
+// gone, so a release never wakes nobody.
 //
 // The queue is sorted first and the liveness test runs on it in order,
 // stopping at the first live process (OFFSET 0 keeps the test out of the

@@ -270,14 +270,7 @@ func TestPruneQueue(t *testing.T) {
 func TestWithoutQueueTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	dsn := testenv.FreshDSN(t, "pgx")
-	admin := testenv.Open(t, "pgx", dsn)
-	if err := migrations.Up(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(ctx, "DROP TABLE dlock_waiters"); err != nil {
-		t.Fatal(err)
-	}
+	dsn, admin := olderSchema(t, ctx, "DROP TABLE dlock_waiters")
 	name := dlocktest.Name(t)
 	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
 	if err != nil {
@@ -298,4 +291,19 @@ func TestWithoutQueueTable(t *testing.T) {
 	if _, err := tablelock.Prune(ctx, admin, time.Hour); err != nil {
 		t.Fatalf("Prune without dlock_waiters: %v", err)
 	}
+}
+
+// olderSchema is a fresh PostgreSQL database, migrated and then altered
+// back to an older schema by undo; it returns its DSN and a pool on it.
+func olderSchema(t *testing.T, ctx context.Context, undo string) (string, *sql.DB) {
+	t.Helper()
+	dsn := testenv.FreshDSN(t, "pgx")
+	admin := testenv.Open(t, "pgx", dsn)
+	if err := migrations.Up(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, undo); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, admin
 }
