@@ -115,13 +115,18 @@ type mysql struct {
 // noWaitedAt reports whether err says waited_at is missing, and if so
 // switches m to the statements without it, once.
 func (m *mysql) noWaitedAt(err error) bool {
-	if !sqldialect.MissingColumn(err, "waited_at") {
-		return false
+	return schemaFallback(sqldialect.MissingColumn(err, "waited_at"), &m.unmarked, m.log, err,
+		"tablelock: dlock_locks has no waited_at (MySQL migration 000004): holds are not handed on between goroutines until it is applied")
+}
+
+// schemaFallback reports missing (err says a table or column of a later
+// migration is missing) and, the first time, sets older, whereupon the
+// caller uses the statements without it, and logs why once.
+func schemaFallback(missing bool, older *atomic.Bool, log *slog.Logger, err error, why string) bool {
+	if missing && !older.Swap(true) {
+		log.Warn(why, "err", err)
 	}
-	if !m.unmarked.Swap(true) {
-		m.log.Warn("tablelock: dlock_locks has no waited_at (MySQL migration 000004): holds are not handed on between goroutines until it is applied", "err", err)
-	}
-	return true
+	return missing
 }
 
 var (

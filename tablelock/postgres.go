@@ -269,13 +269,8 @@ func missingQueue(err error) bool {
 // noQueue reports whether err says dlock_waiters is missing, and if so
 // switches p to the statements without it, once.
 func (p *postgres) noQueue(err error) bool {
-	if !missingQueue(err) {
-		return false
-	}
-	if !p.unqueued.Swap(true) {
-		p.log.Warn("tablelock: dlock_waiters is missing (PostgreSQL migration 000003): every listening process is woken on each release until it is applied", "err", err)
-	}
-	return true
+	return schemaFallback(missingQueue(err), &p.unqueued, p.log, err,
+		"tablelock: dlock_waiters is missing (PostgreSQL migration 000003): every listening process is woken on each release until it is applied")
 }
 
 // queue is the queue's statements for p's schema.
@@ -289,13 +284,8 @@ func (p *postgres) queue() *pgQueueSQL {
 // noOwnChannel reports whether err says dlock_waiters.own_channel is
 // missing, and if so switches p to the statements without it, once.
 func (p *postgres) noOwnChannel(err error) bool {
-	if !missingOwnChannel(err) {
-		return false
-	}
-	if !p.shared.Swap(true) {
-		p.log.Warn("tablelock: dlock_waiters has no own_channel (PostgreSQL migration 000003 is applied, 000004 is not): every listening process receives each release's wake-up until it is", "err", err)
-	}
-	return true
+	return schemaFallback(missingOwnChannel(err), &p.shared, p.log, err,
+		"tablelock: dlock_waiters has no own_channel (PostgreSQL migration 000003 is applied, 000004 is not): every listening process receives each release's wake-up until it is")
 }
 
 // registration is how an attempt keeps its process's place in the queue;
