@@ -92,9 +92,9 @@ func TestFairReleaseGrantsTheHead(t *testing.T) {
 }
 
 // A lease that a release granted counts from the waiter's last attempt
-// for at most the queue timeout, both of which precede the server's
-// expiry; the watchdog renews it within that term, and from then on it
-// runs for the TTL.
+// for at most the queue timeout, which precedes the server's expiry; the
+// watchdog renews it within that term, and from then on it runs for the
+// TTL.
 func TestFairHandedLeaseDeadline(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
@@ -107,7 +107,6 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	got := make(chan dlock.Lease, 1)
 	go func() {
 		lease, err := waiter.Lock(ctx, name)
@@ -118,6 +117,9 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 	}()
 	admin := client(t, addr)
 	dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 1 }, "the waiter queued")
+	// The attempt that queued the waiter was sent before now, and the
+	// release below grants the lock for that attempt.
+	queued := time.Now()
 	time.Sleep(queueTimeout / 3)
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -127,9 +129,9 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 		t.FailNow()
 	}
 	defer lease.Unlock(ctx)
-	if d := lease.Deadline(); d.After(start.Add(queueTimeout)) {
-		t.Fatalf("the handed lease's deadline is %v after the wait began, want at most the queue timeout %v",
-			d.Sub(start), queueTimeout)
+	if d := lease.Deadline(); d.After(queued.Add(queueTimeout)) {
+		t.Fatalf("the handed lease's deadline is %v after the waiter queued, want at most the queue timeout %v",
+			d.Sub(queued), queueTimeout)
 	}
 	time.Sleep(queueTimeout)
 	if err := lease.Err(); err != nil {
