@@ -15,14 +15,14 @@
 // When to use the fair lock. A release of New's lock wakes every Locker
 // waiting for the name, in every process, and each sends an attempt
 // (goroutines sharing a Locker queue in the process and cost the server
-// nothing): with 64 waiting Lockers, 25 to 30 requests per hand-off, and
+// nothing): with 64 waiting Lockers, 26 to 29 requests per hand-off, and
 // whoever is quickest wins. Where more than one process waits for a name,
 // use NewFair: its waiters queue on the server, and a release grants the
 // lock to the next one itself and tells only that one (about 1 request
 // per hand-off, whatever the number of waiters), so they are served in
 // order. The fair lock also serves more acquisitions a second: about 1.1
 // times as many as the plain lock with 2 contending processes, 1.2 with
-// 8, 2.8 with 32. `make bench` measures both.
+// 8, 2.7 to 2.8 with 32 (two runs). `make bench` measures both.
 //
 // Hand-offs. When a hold of New's lock ends while another goroutine waits
 // for the name on the same Locker, one script gives it the lock with a new
