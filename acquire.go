@@ -52,7 +52,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			return c.grant(h, g, sent)
 		}
 		if !wait {
-			c.abandon(h, false)
+			c.abandon(ctx, h, false)
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
 		}
 		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
@@ -71,7 +71,7 @@ func (c *Client) closable(ctx context.Context) (context.Context, func()) {
 
 // failed ends an acquire that did not succeed and builds its error.
 func (c *Client) failed(ctx context.Context, h *hold, err error) error {
-	c.abandon(h, true)
+	c.abandon(ctx, h, true)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
@@ -254,18 +254,36 @@ func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Tim
 }
 
 // abandon forgets h after an acquire that did not succeed and, for a
-// waiter that gave up, takes it out of a server-side queue (in the
-// background: the caller's ctx may have ended).
-func (c *Client) abandon(h *hold, gaveUp bool) {
+// waiter that gave up, takes it out of a server-side queue. The caller's
+// ctx may have ended, so leaving runs in the background; abandon waits
+// for it up to CancelMargin past ctx's deadline, so that a Lock that gave
+// up returns with nothing granted to it on the server (a release may
+// grant the lock to the head of the queue on its behalf) unless the
+// server is slow to answer.
+func (c *Client) abandon(ctx context.Context, h *hold, gaveUp bool) {
 	if l, ok := c.backend.(driver.Leaver); ok && gaveUp {
 		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
+		left := make(chan struct{})
 		c.background(func() {
+			defer close(left)
 			ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
 			defer cancel()
 			if err := l.Leave(ctx, r); err != nil {
 				c.cfg.Logger.Warn("dlock: leaving the wait queue failed; the entry times out", "name", h.Name, "err", err)
 			}
 		})
+		bound := CancelMargin
+		if d, ok := ctx.Deadline(); ok {
+			bound = min(bound, time.Until(d)+CancelMargin)
+		}
+		if bound > 0 {
+			margin := time.NewTimer(bound)
+			select {
+			case <-left:
+			case <-margin.C:
+			}
+			margin.Stop()
+		}
 	}
 	c.settle(h)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
 )
 
 // A release notifies the queued process on its own channel: the shared
@@ -45,7 +45,7 @@ func listening(t *testing.T, db *sql.DB, channel, name string) (pid uint32, got 
 				if err != nil {
 					return err
 				}
-				if strings.HasSuffix(n.Payload, "/"+name) {
+				if strings.HasSuffix(n.Payload, name) {
 					out <- n.Payload
 				}
 			}
@@ -99,8 +99,12 @@ func TestQueueWakesOnItsOwnChannel(t *testing.T) {
 	if lease == nil {
 		t.Fatal("the queued process was not woken")
 	}
-	if p, want := receive(t, ctx, own, "the process's own channel"), strconv.FormatInt(pid, 10)+"/"+name; p != want {
-		t.Fatalf("own channel: %q, want %q", p, want)
+	// The release granted the lock to the queued waiter, and told its
+	// process so on the process's own channel.
+	p := receive(t, ctx, own, "the process's own channel")
+	g, ok := tablelock.ParseGrant(p)
+	if !ok || int64(g.PID) != pid || g.Name != name || g.Owner != lease.Owner() || g.Token != lease.Token() {
+		t.Fatalf("own channel: %q, want a grant to pid %d of %q to %q with token %d", p, pid, name, lease.Owner(), lease.Token())
 	}
 	quiet(t, shared, 200*time.Millisecond, "the shared channel carried a wake-up for one process")
 

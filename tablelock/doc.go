@@ -12,20 +12,34 @@
 // on MySQL. Either way a waiter also wakes when the holder's lease runs
 // out. On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
 // connection, shared by the waiters of every Locker on it. Waiting
-// processes queue in dlock_waiters (an unlogged table), and a release
-// notifies the one that has waited longest and is still connected, on a
-// channel only that process listens on, and it wakes its longest waiting
-// waiter. A hand-off therefore costs the release and about one attempt,
-// however many processes wait (BenchmarkHerd). A process that stopped
-// waiting passes the wake-up on. One that died is skipped. When the queue is empty (after a failover or a crash, which
-// empty an unlogged table), a release wakes one waiter in every process.
-// Processes running a version of this package from before the queue do
-// not join it: they wake at their fallback poll (dlock.Config.PushFallback)
-// while newer processes wait too. On a schema without the queue's table
-// (migration 000003 not applied yet), a Locker logs a warning once and
-// works as before the queue. Before migration 000004 (own_channel), every
-// listening process receives every queued process's wake-up, and drops
-// it; a Locker logs a warning once.
+// processes queue in dlock_waiters (an unlogged table), each under the
+// owner and TTL of its waiter's last attempt. A release grants the lock,
+// in the same statement, to that waiter of the process that has waited
+// longest and is still connected: the next token, an expiry one TTL
+// ahead, and a notification on a channel only that process listens on.
+// The waiter holds the lock without a statement of its own, and counts
+// its lease from its own last attempt, which the server saw before the
+// grant, so the lease ends before the server's expiry. A release that
+// grants commits with the WAL flush an acquire waits for; one that grants
+// nothing skips it, as a lost release only delays the next holder to the
+// expiry. A hand-off therefore costs the release alone, however many
+// processes wait (BenchmarkHerd). A waiter
+// that gives up leaves the queue before its Lock returns, and gives back
+// a grant made to it meanwhile; a grant whose notification was lost is
+// taken by the waiter's next attempt. A process whose waiter is not known
+// (one of a version before the grant, or one whose waiter left) is woken
+// instead and tries itself; one that stopped waiting passes the wake-up
+// on. One that died is skipped. When the queue is empty (after a failover
+// or a crash, which empty an unlogged table), a release wakes one waiter
+// in every process. Processes running a version of this package from
+// before the queue do not join it: they wake at their fallback poll
+// (dlock.Config.PushFallback) while newer processes wait too. On a schema
+// without the queue's table (migration 000003 not applied yet), a Locker
+// logs a warning once and works as before the queue. Before migration
+// 000004 (own_channel), every listening process receives every queued
+// process's wake-up, and drops it; before 000005 (the grant columns), a
+// release wakes the head, which takes the lock with an attempt of its
+// own. A Locker logs a warning once for either.
 //
 // Goroutines sharing a Locker queue in the process, and when a hold ends
 // while one of them waits, one UPDATE hands the row to it: a new owner, the

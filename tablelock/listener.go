@@ -7,13 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
@@ -41,14 +45,32 @@ type listener struct {
 
 	hub wakeup.Hub
 
-	mu      sync.Mutex     // guards what follows, and adding to hub
-	gen     *listenGen     // the running connection, nil when stopped
-	owners  map[string]int // subscribed waiters, by ownerKey
+	mu      sync.Mutex            // guards what follows, and adding to hub
+	gen     *listenGen            // the running connection, nil when stopped
+	waits   map[string]*ownerWait // subscribed waiters, by ownerKey
 	idle    *time.Timer
 	closed  bool
 	stopped chan struct{}  // closed when the run goroutine exits
-	passing sync.WaitGroup // notifications being passed on
+	passing sync.WaitGroup // notifications being passed on, grants given back
 }
+
+// ownerWait is the subscribed waiters of one owner (one, but for a
+// subscription that overlaps the next) and its side of a grant that a
+// release makes on its behalf (see pgGrantRelease): when its attempts
+// were sent, and the grant once the release notified it. The grant names
+// the owner's attempt whose queue row it was made from, and the lease
+// counts from that attempt's send time, which precedes the grant.
+type ownerWait struct {
+	subs    int
+	wake    <-chan struct{}      // the latest subscription's
+	sent    map[uint64]time.Time // attempts a grant may still name
+	granted driver.Grant
+}
+
+// attempts numbers the waiting attempts of the process: a grant names
+// one, and a grant notified late, for an earlier wait of the same owner,
+// names none of a later one.
+var attempts atomic.Uint64
 
 // listenGen is one listener connection. ready is closed once LISTEN is in
 // effect (pid set), or once it failed (err set).
@@ -72,6 +94,9 @@ type registration struct {
 	// successful attempt sends the process to the back of the queue
 	// rather than out of it.
 	others bool
+	// attempt numbers a waiting attempt of a subscribed waiter, for a
+	// grant to name (see ownerWait); 0 for any other attempt.
+	attempt uint64
 }
 
 func ownerKey(name, owner string) string { return name + "\x00" + owner }
@@ -100,15 +125,27 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 		return nil, nil, errors.New("tablelock: listener closed")
 	}
 	ch, removeWaiter := l.hub.Add(name)
-	if l.owners == nil {
-		l.owners = map[string]int{}
+	if l.waits == nil {
+		l.waits = map[string]*ownerWait{}
 	}
 	key := ownerKey(name, owner)
-	l.owners[key]++
+	w := l.waits[key]
+	if w == nil {
+		w = &ownerWait{sent: map[uint64]time.Time{}}
+		l.waits[key] = w
+	}
+	w.subs++
+	w.wake = ch
 	remove := func() {
 		removeWaiter()
-		if l.owners[key]--; l.owners[key] == 0 {
-			delete(l.owners, key)
+		if w.subs--; w.subs == 0 {
+			delete(l.waits, key)
+			if w.granted.Acquired {
+				// Granted after the waiter's last attempt, and not
+				// taken: the waiter gave up (or took the grant by an
+				// attempt of its own, and then nothing is given back).
+				l.giveBack(name, owner, w.granted.Token)
+			}
 		}
 	}
 	if l.idle != nil {
@@ -137,16 +174,63 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 }
 
 // registration tells an acquire attempt for name by owner how to keep its
-// process's place in the server's queue.
-func (l *listener) registration(name, owner string) registration {
+// process's place in the server's queue, and numbers a waiting attempt
+// (wait) of a subscribed waiter.
+func (l *listener) registration(name, owner string, wait bool) registration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	gen := l.gen
 	if gen == nil || !isClosedReady(gen.ready) || gen.err != nil {
 		return registration{}
 	}
-	self := l.owners[ownerKey(name, owner)] > 0
-	return registration{pid: gen.pid, self: self, others: l.hub.Waiting(name) > int(boolInt(self))}
+	w := l.waits[ownerKey(name, owner)]
+	reg := registration{pid: gen.pid, self: w != nil, others: l.hub.Waiting(name) > int(boolInt(w != nil))}
+	if w != nil && wait {
+		reg.attempt = attempts.Add(1)
+		w.sent[reg.attempt] = time.Now()
+	}
+	return reg
+}
+
+// pid is the backend pid of the running LISTEN connection, 0 for none.
+func (l *listener) pid() uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen == nil || !isClosedReady(l.gen.ready) {
+		return 0
+	}
+	return l.gen.pid
+}
+
+// missed records that attempt n of owner's waiter found the lock held,
+// and forgets the earlier attempts: a grant made before attempt n ran
+// was taken by it, and one made while it ran, from the queue row of an
+// earlier attempt, is only a wake-up (see deliverGrant) and is taken by
+// the next attempt.
+func (l *listener) missed(name, owner string, n uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.waits[ownerKey(name, owner)]; w != nil {
+		for k := range w.sent {
+			if k < n {
+				delete(w.sent, k)
+			}
+		}
+	}
+}
+
+// take returns the grant a release made to owner's waiter for name and
+// notified, if any, and forgets it.
+func (l *listener) take(name, owner string) (driver.Grant, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.waits[ownerKey(name, owner)]
+	if w == nil || !w.granted.Acquired {
+		return driver.Grant{}, false
+	}
+	g := w.granted
+	w.granted = driver.Grant{}
+	return g, true
 }
 
 // unsubscribe removes a waiter; with none left, the connection closes
@@ -256,8 +340,15 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 // deliver hands a release's notification (see parsePayload) to one
 // waiter of the name, when it is for every process or for this one. One
 // for this process when none of its waiters waits for the name any more
-// is passed on to the next process in the queue.
+// is passed on to the next process in the queue. A grant (see parseGrant)
+// goes to its owner's waiter.
 func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
+	if g, ok := parseGrant(payload); ok {
+		if g.pid == pid {
+			l.deliverGrant(g)
+		}
+		return
+	}
 	to, name := parsePayload(payload)
 	switch {
 	case to == 0:
@@ -266,11 +357,7 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 	case l.hub.Waiting(name) > 0:
 		l.hub.WakeOne(name)
 	default:
-		l.passing.Add(1)
-		go func() {
-			defer l.passing.Done()
-			ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
-			defer cancel()
+		l.background(func(ctx context.Context) error {
 			_, err := l.db.ExecContext(ctx, pgOwnChannel.passOn, name, int64(pid))
 			if missingOwnChannel(err) { // migration 000004 not applied; nothing changed
 				_, err = l.db.ExecContext(ctx, pgSharedChannel.passOn, name, int64(pid))
@@ -278,13 +365,104 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 			if err != nil && ctx.Err() == nil {
 				l.log.Warn("tablelock: passing a wake-up on", "name", name, "err", err)
 			}
-		}()
+			return nil
+		})
 	}
+}
+
+// deliverGrant hands a grant to its owner's waiter and wakes it. A grant
+// that names an attempt the waiter no longer knows only wakes it: its
+// next attempt takes the lock, as its own hold, and counts the lease from
+// its own send. A grant for an owner that no longer waits here is given
+// back.
+func (l *listener) deliverGrant(g grantNote) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.waits[ownerKey(g.name, g.owner)]
+	if w == nil {
+		l.giveBack(g.name, g.owner, g.token)
+		return
+	}
+	if sent, ok := w.sent[g.attempt]; ok {
+		w.granted = driver.Grant{Acquired: true, Token: g.token, Since: sent, Term: g.term}
+	}
+	l.hub.WakeWaiter(g.name, w.wake)
+}
+
+// giveBack gives back, in the background, a grant owner did not take (see
+// pgLeaveQueue); it is a no-op for one that owner took by an attempt of
+// its own. l.mu must be held.
+func (l *listener) giveBack(name, owner string, token uint64) {
+	pid := uint32(0)
+	if l.gen != nil {
+		pid = l.gen.pid
+	}
+	l.background(func(ctx context.Context) error {
+		if err := giveBack(ctx, l.db, name, owner, token, pid); err != nil {
+			l.log.Warn("tablelock: giving back a grant its waiter did not take; it expires", "name", name, "err", err)
+		}
+		return nil
+	})
+}
+
+// background runs a statement of the listener's own on a goroutine that
+// close waits for, within passOnTimeout.
+func (l *listener) background(f func(ctx context.Context) error) {
+	l.passing.Add(1)
+	go func() {
+		defer l.passing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), passOnTimeout)
+		defer cancel()
+		_ = f(ctx)
+	}()
 }
 
 // passOnTimeout bounds the statement that passes a wake-up on: the next
 // waiter's fallback poll covers one that fails.
 const passOnTimeout = 5 * time.Second
+
+// grantNote is a grant's notification: "g/<pid>/<attempt>/<token>/<term
+// µs>/<owner length in characters>/<owner><name>" (see pgGrantRelease).
+type grantNote struct {
+	pid            uint32
+	attempt, token uint64
+	term           time.Duration
+	owner, name    string
+}
+
+// parseGrant parses a grant's notification; ok is false for any other
+// payload.
+func parseGrant(payload string) (g grantNote, ok bool) {
+	rest, ok := strings.CutPrefix(payload, "g/")
+	if !ok {
+		return g, false
+	}
+	var fields [5]uint64
+	for i := range fields {
+		var field string
+		var err error
+		if field, rest, ok = strings.Cut(rest, "/"); !ok {
+			return g, false
+		}
+		if fields[i], err = strconv.ParseUint(field, 10, 64); err != nil {
+			return g, false
+		}
+	}
+	n := int(fields[4])
+	if fields[0] > math.MaxUint32 || fields[3] > math.MaxInt64/1000 || utf8.RuneCountInString(rest) < n {
+		return g, false
+	}
+	i := 0
+	for range n {
+		_, size := utf8.DecodeRuneInString(rest[i:])
+		i += size
+	}
+	return grantNote{
+		pid: uint32(fields[0]), attempt: fields[1], token: fields[2],
+		term:  time.Duration(fields[3]) * time.Microsecond,
+		owner: rest[:i], name: rest[i:],
+	}, true
+}
 
 // parsePayload splits a release notification "<pid>/<name>" into the
 // backend pid of the LISTEN connection it is for (0: every process) and

@@ -52,11 +52,19 @@ WITH cur AS (
 // waiters of the process still wait ($6), sends it to the back. The rows
 // are in an unlogged table: a failed attempt stays free of WAL flushes.
 // With own (migration 000004) the row says that the process listens on a
-// channel of its own.
-func pgAcquireQueued(own bool) string {
+// channel of its own. With grants (migration 000005) a failed attempt
+// also leaves its owner, TTL and number ($8) in the row, for a release
+// to grant the lock to (see pgGrantRelease); a successful one clears the
+// owner, so the process's other waiters are woken to try for themselves.
+func pgAcquireQueued(own, grants bool) string {
 	cols, vals, set := "", "", ""
 	if own {
 		cols, vals, set = ", own_channel", ", true", ",\n\t\town_channel = true"
+	}
+	if grants {
+		cols += ", owner, ttl_us, attempt"
+		vals += ", CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE $2::varchar END, $3::bigint, $8::bigint"
+		set += ",\n\t\towner = EXCLUDED.owner, ttl_us = EXCLUDED.ttl_us, attempt = EXCLUDED.attempt"
 	}
 	return `
 WITH cur AS (
@@ -75,7 +83,11 @@ WITH cur AS (
 )` + pgOutcome
 }
 
-// pgTake is the upsert of pgAcquire and pgAcquireQueued.
+// pgTake is the upsert of pgAcquire and pgAcquireQueued. A row its owner
+// holds is re-entered; one granted to the owner by a release and not yet
+// taken (reentry 0, see pgGrantRelease) is taken as its one hold, with
+// its token, and its expiry pushed to this attempt's TTL, from which the
+// waiter counts its lease.
 const pgTake = `
 	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
 	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond'
@@ -128,8 +140,68 @@ WITH released AS (` + pgLeave + `
 SELECT CASE
 	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
 	WHEN reentry = 0 THEN ` + pgWake + ` IS NOT NULL
-END FROM released LEFT JOIN (` + pgHead(own) + `) head ON true`
+END FROM released LEFT JOIN (` + pgHead(own, false) + `) head ON true`
 }
+
+// pgGrantRelease is pgRelease on a schema with the grant columns
+// (migration 000005): the last hold passes, in the same UPDATE, to the
+// owner that the queue's head process last waited with, with the next
+// token (reentry 0: granted, not yet taken), for that waiter's TTL or,
+// when shorter, what is left of the process's place in the queue (a
+// process that stopped attempting, frozen or cut off, holds the lock no
+// longer than its place would have blocked it). The head is notified on
+// its own channel with
+// "g/<pid>/<attempt>/<token>/<term µs>/<owner length>/<owner><name>"
+// (see parseGrant). The waiter takes the lock without a statement of its own.
+// The head's row goes with the grant. A grant is an acquire, so this
+// release commits with the WAL flush an acquire waits for; a release
+// that grants nothing skips it, as pgRelease does. No grant goes to the
+// releasing owner, nor to a head without an owner (a process of an
+// earlier version, or one whose waiter left): it is woken as before.
+//
+// with adds CTEs run first, and match narrows the hold released (see
+// pgLeave).
+func pgGrantRelease(with, match string) string {
+	return `
+WITH ` + with + `gone AS (
+	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
+), head AS (` + pgHead(true, true) + `
+), released AS (
+	UPDATE dlock_locks l SET
+		reentry     = CASE WHEN l.reentry > 1 THEN l.reentry - 1 ELSE 0 END,
+		owner       = CASE WHEN l.reentry > 1 THEN l.owner ELSE g.owner END,
+		token       = CASE WHEN l.reentry > 1 OR g.owner IS NULL THEN l.token ELSE GREATEST(l.token + 1, ` + pgClock + `) END,
+		acquired_at = CASE WHEN l.reentry > 1 OR g.owner IS NULL THEN l.acquired_at ELSE now() END,
+		expires_at  = CASE WHEN l.reentry > 1 THEN l.expires_at
+		                   WHEN g.owner IS NULL THEN 'epoch'
+		                   ELSE now() + g.term_us * interval '1 microsecond' END
+	FROM (SELECT) one LEFT JOIN (
+		SELECT owner, term_us FROM head WHERE owner <> $2 AND own_channel AND term_us > 0
+	) g ON true
+	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3 = 0) AND l.expires_at > now()` + match + `
+	RETURNING l.reentry, l.owner, l.token
+), granted AS (
+	DELETE FROM dlock_waiters w USING head, released r
+	WHERE w.name = $1 AND w.pid = head.pid AND r.reentry = 0 AND r.owner IS NOT NULL
+)
+SELECT CASE
+	WHEN r.reentry = 0 AND r.owner IS NOT NULL THEN pg_notify('` + notifyChannel + `_' || head.pid,
+		'g/' || head.pid || '/' || head.attempt || '/' || r.token || '/' || head.term_us || '/' ||
+		char_length(r.owner) || '/' || r.owner || $1) IS NOT NULL
+	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
+	WHEN r.reentry = 0 THEN ` + pgWake + ` IS NOT NULL
+END FROM released r LEFT JOIN head ON true`
+}
+
+// pgLeaveQueue takes waiter $2 out of the queue of $1 and gives back a
+// grant made to it and not taken: the process ($4, its LISTEN
+// connection's pid) keeps its place for its other waiters, under no
+// owner, and the lock passes on as a release passes it. $3 is the
+// grant's token, or 0 for whatever the waiter was granted.
+var pgLeaveQueue = pgGrantRelease(`left_queue AS (
+	UPDATE dlock_waiters SET owner = NULL WHERE name = $1 AND pid = $4 AND owner = $2
+), `, `
+		AND l.reentry = 0`)
 
 // pgReleaseUnqueued is pgRelease for a schema without dlock_waiters (not
 // yet migrated to 000003): the last hold wakes every listening process.
@@ -141,10 +213,12 @@ SELECT CASE
 	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL
 END FROM released`
 
-// pgLeave is the update of pgRelease and pgReleaseUnqueued.
+// pgLeave is the update of pgRelease and pgReleaseUnqueued. A hold
+// granted and not re-entered has reentry 0 (see pgGrantRelease): its
+// release, like that of reentry 1, is the last.
 const pgLeave = `
 	UPDATE dlock_locks SET
-		reentry    = reentry - 1,
+		reentry    = GREATEST(reentry - 1, 0),
 		owner      = CASE WHEN reentry > 1 THEN owner END,
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
@@ -170,15 +244,22 @@ const pgWake = `pg_notify(
 // stopping at the first live process (OFFSET 0 keeps the test out of the
 // sorted subquery): each pg_stat_get_activity call scans every backend,
 // and testing every queued process would put one such scan per waiting
-// process on each release.
-func pgHead(own bool) string {
-	col := "false AS own_channel"
+// process on each release. With grants (migration 000005), the row also
+// gives the waiter to grant the lock to: owner, ttl_us and attempt.
+func pgHead(own, grants bool) string {
+	cols := ", false AS own_channel"
 	if own {
-		col = "own_channel"
+		cols = ", own_channel"
+	}
+	if grants {
+		// term_us: the grant's term, the waiter's TTL or, when
+		// shorter, what is left of the process's place in the queue.
+		cols += `, owner, attempt,
+				LEAST(ttl_us, ceil(extract(epoch FROM expires_at - now()) * 1e6)::bigint) AS term_us`
 	}
 	return `
-		SELECT pid, own_channel FROM (
-			SELECT pid, ` + col + ` FROM dlock_waiters
+		SELECT * FROM (
+			SELECT pid` + cols + ` FROM dlock_waiters
 			WHERE name = $1 AND expires_at > now() AND pid NOT IN (SELECT pid FROM gone)
 			ORDER BY since, pid OFFSET 0
 		) queue
@@ -193,21 +274,35 @@ func pgPassOn(own bool) string {
 WITH gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND pid = $2 RETURNING pid
 )
-SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(own) + `) head ON true`
+SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(own, false) + `) head ON true`
 }
 
 // pgQueueSQL is the statements that keep or read the queue, for a schema
-// with own_channel (migration 000004) or without it.
-type pgQueueSQL struct{ acquire, release, passOn string }
+// with the grant columns (migration 000005), with own_channel (000004)
+// or with neither.
+type pgQueueSQL struct {
+	acquire, release, passOn string
+	// grants: acquire takes the attempt's number as $8, and release
+	// grants the lock to the queue's head.
+	grants bool
+}
 
 var (
-	pgOwnChannel    = pgQueueSQL{pgAcquireQueued(true), pgRelease(true), pgPassOn(true)}
-	pgSharedChannel = pgQueueSQL{pgAcquireQueued(false), pgRelease(false), pgPassOn(false)}
+	pgGrants        = pgQueueSQL{pgAcquireQueued(true, true), pgGrantRelease("", ""), pgPassOn(true), true}
+	pgOwnChannel    = pgQueueSQL{pgAcquireQueued(true, false), pgRelease(true), pgPassOn(true), false}
+	pgSharedChannel = pgQueueSQL{pgAcquireQueued(false, false), pgRelease(false), pgPassOn(false), false}
 )
 
 // missingOwnChannel reports whether err says dlock_waiters.own_channel is
 // missing (migration 000004 not applied).
 func missingOwnChannel(err error) bool { return sqldialect.MissingColumn(err, "own_channel") }
+
+// missingGrants reports whether err says dlock_waiters has no grant
+// columns (migration 000005 not applied).
+func missingGrants(err error) bool {
+	return sqldialect.MissingColumn(err, "attempt") || sqldialect.MissingColumn(err, "ttl_us") ||
+		sqldialect.MissingColumn(err, "owner")
+}
 
 // pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
 // µs with the next token, as a grant: it commits with the WAL flush an
@@ -232,7 +327,7 @@ UPDATE dlock_locks SET
 	token       = GREATEST(token + 1, ` + pgClock + `),
 	acquired_at = now(),
 	expires_at  = now() + $5 * interval '1 microsecond'
-WHERE name = $1 AND owner = $2 AND token = $3 AND reentry = 1 AND expires_at > now()`
+WHERE name = $1 AND owner = $2 AND token = $3 AND reentry <= 1 AND expires_at > now()`
 
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
@@ -258,7 +353,11 @@ type postgres struct {
 	// dlock_waiters.own_channel (migration 000004 not applied): the
 	// queue's statements without it are used from then on.
 	shared atomic.Bool
-	log    *slog.Logger
+	// ungranted is set once the schema turned out to have no grant
+	// columns in dlock_waiters (migration 000005 not applied): releases
+	// wake the queue's head from then on, and it tries for the lock.
+	ungranted atomic.Bool
+	log       *slog.Logger
 }
 
 // missingQueue reports whether err says dlock_waiters is missing.
@@ -275,10 +374,34 @@ func (p *postgres) noQueue(err error) bool {
 
 // queue is the queue's statements for p's schema.
 func (p *postgres) queue() *pgQueueSQL {
-	if p.shared.Load() {
+	switch {
+	case p.shared.Load():
 		return &pgSharedChannel
+	case p.ungranted.Load():
+		return &pgOwnChannel
 	}
-	return &pgOwnChannel
+	return &pgGrants
+}
+
+// withQueue runs run with the queue's statements for p's schema, and
+// again with an older schema's when err says a column is missing (a
+// failed statement changed nothing).
+func (p *postgres) withQueue(run func(q *pgQueueSQL) error) error {
+	for {
+		q := p.queue()
+		err := run(q)
+		if q != &pgSharedChannel && p.noOwnChannel(err) || q == &pgGrants && p.noGrants(err) {
+			continue
+		}
+		return err
+	}
+}
+
+// noGrants reports whether err says dlock_waiters has no grant columns,
+// and if so switches p to the statements without them, once.
+func (p *postgres) noGrants(err error) bool {
+	return schemaFallback(missingGrants(err), &p.ungranted, p.log, err,
+		"tablelock: dlock_waiters has no grant columns (PostgreSQL migration 000005 is not applied): a release wakes the next waiter, which then tries for the lock, until it is")
 }
 
 // noOwnChannel reports whether err says dlock_waiters.own_channel is
@@ -294,17 +417,23 @@ func (p *postgres) registration(r driver.Request) registration {
 	if p.listener == nil {
 		return registration{}
 	}
-	return p.listener.registration(r.Name, r.Owner)
+	return p.listener.registration(r.Name, r.Owner, r.Wait)
 }
 
 var (
 	_ driver.Backend    = (*postgres)(nil)
 	_ driver.Notifier   = (*postgres)(nil)
 	_ driver.Transferer = (*postgres)(nil)
+	_ driver.Leaver     = (*postgres)(nil)
 	_ dlock.Inspector   = (*postgres)(nil)
 )
 
 func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if p.listener != nil && r.Wait {
+		if g, ok := p.listener.take(r.Name, r.Owner); ok {
+			return g, nil // a release granted it to this waiter and said so
+		}
+	}
 	var (
 		acquired bool
 		token    int64
@@ -314,14 +443,15 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	queued := false
 	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
 		queued = true
-		attempt := func(stmt string) error {
-			return p.db.QueryRowContext(ctx, stmt, r.Name, r.Owner, micros(r.TTL),
-				int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)).Scan(&acquired, &token, &leftUS)
-		}
-		q := p.queue()
-		err = attempt(q.acquire)
-		if q == &pgOwnChannel && p.noOwnChannel(err) { // a failed statement changed nothing
-			err = attempt(pgSharedChannel.acquire)
+		err = p.withQueue(func(q *pgQueueSQL) error {
+			args := []any{r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)}
+			if q.grants {
+				args = append(args, int64(reg.attempt))
+			}
+			return p.db.QueryRowContext(ctx, q.acquire, args...).Scan(&acquired, &token, &leftUS)
+		})
+		if err == nil && !acquired && reg.attempt != 0 {
+			p.listener.missed(r.Name, r.Owner, reg.attempt)
 		}
 	}
 	if !queued || p.noQueue(err) { // a failed statement changed nothing
@@ -365,17 +495,36 @@ func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 	if p.unqueued.Load() {
 		err = release(pgReleaseUnqueued)
 	} else {
-		q := p.queue()
-		err = release(q.release)
-		if q == &pgOwnChannel && p.noOwnChannel(err) {
-			err = release(pgSharedChannel.release)
-		}
+		err = p.withQueue(func(q *pgQueueSQL) error { return release(q.release) })
 		if p.noQueue(err) {
 			err = release(pgReleaseUnqueued)
 		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return notHeld(h)
+	}
+	return err
+}
+
+// Leave takes r's waiter out of its process's place in the queue and
+// gives back a grant a release made to it that it did not take.
+func (p *postgres) Leave(ctx context.Context, r driver.Request) error {
+	if p.listener == nil {
+		return nil
+	}
+	if p.unqueued.Load() || p.shared.Load() || p.ungranted.Load() {
+		return nil // no grants without migration 000005
+	}
+	return giveBack(ctx, p.db, r.Name, r.Owner, 0, p.listener.pid())
+}
+
+// giveBack runs pgLeaveQueue: it gives back a grant to owner with token
+// (0: whatever token) that owner did not take, and takes owner out of
+// process pid's place in the queue of name.
+func giveBack(ctx context.Context, db *sql.DB, name, owner string, token uint64, pid uint32) error {
+	_, err := db.ExecContext(ctx, pgLeaveQueue, name, owner, int64(token), int64(pid))
+	if missingQueue(err) || missingOwnChannel(err) || missingGrants(err) {
+		return nil // an older schema: nothing was granted
 	}
 	return err
 }

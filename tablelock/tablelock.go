@@ -92,6 +92,7 @@ var (
 	_ driver.Backend    = (*backend)(nil)
 	_ driver.Notifier   = (*backend)(nil)
 	_ driver.Transferer = (*backend)(nil)
+	_ driver.Leaver     = (*backend)(nil)
 	_ dlock.Inspector   = (*backend)(nil)
 )
 
@@ -166,6 +167,19 @@ func (b *backend) Transfer(ctx context.Context, h driver.Hold, r driver.Request)
 		return driver.Grant{}, err
 	}
 	return d.Transfer(ctx, h, r)
+}
+
+// Leave takes a waiter that gave up out of PostgreSQL's queue and gives
+// back a grant made to it meanwhile (see pgLeaveQueue).
+func (b *backend) Leave(ctx context.Context, r driver.Request) error {
+	d, err := b.get(ctx)
+	if err != nil {
+		return err
+	}
+	if l, ok := d.(driver.Leaver); ok {
+		return l.Leave(ctx, r)
+	}
+	return nil
 }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {

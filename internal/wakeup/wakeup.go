@@ -92,6 +92,21 @@ func (h *Hub) wakeOne(key string) {
 	}
 }
 
+// WakeWaiter wakes the waiter of key whose channel is wake, for a
+// wake-up meant for that waiter alone (a grant to it), and reports
+// whether it is still registered.
+func (h *Hub) WakeWaiter(key string, wake <-chan struct{}) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.waiters[key] {
+		if ch == wake {
+			notify(ch)
+			return true
+		}
+	}
+	return false
+}
+
 // WakeAll wakes every waiter: the transport may have missed wake-ups
 // (its connection dropped), so each looks again.
 func (h *Hub) WakeAll() {

@@ -1,0 +1,324 @@
+package tablelock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// On PostgreSQL (migration 000005) a release grants the lock to the
+// waiter at the head of the queue: the waiter holds it without a
+// statement of its own, with a new token, and its lease ends before the
+// server's expiry.
+
+// serverExpiry is name's expiry in dlock_locks, by the server's clock.
+func serverExpiry(t *testing.T, ctx context.Context, db *sql.DB, name string) time.Time {
+	t.Helper()
+	var at time.Time
+	if err := db.QueryRowContext(ctx, "SELECT expires_at FROM dlock_locks WHERE name = $1", name).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// quiesced waits until count's statements stop for 100ms: the waiters'
+// attempts since they subscribed are in.
+func quiesced(ctx context.Context, count *testenv.PGCounter) int64 {
+	requests := count.Requests()
+	n0, _ := requests(ctx)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		n, _ := requests(ctx)
+		if n == n0 || ctx.Err() != nil {
+			return n
+		}
+		n0 = n
+	}
+}
+
+func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	first := hold(t, ctx, name)
+	var count testenv.PGCounter
+	next := waitFor(ctx, newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute)), name)
+	queued(t, ctx, admin, name, 1)
+	n0 := quiesced(ctx, &count)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the queued waiter did not get the lock")
+	}
+	defer func() { _ = lease.Unlock(ctx) }()
+	if n, _ := count.Requests()(ctx); n != n0 {
+		t.Errorf("the waiter's process sent %d statements to take a granted lock, want 0", n-n0)
+	}
+	if lease.Token() <= first.Token() {
+		t.Errorf("granted token %d, not above the last holder's %d", lease.Token(), first.Token())
+	}
+	h, ok, err := newLocker(t, admin).Inspect(ctx, name)
+	if err != nil || !ok || h.Owner != lease.Owner() || h.Token != lease.Token() {
+		t.Fatalf("Inspect: %+v %v %v, want the waiter's hold (%q, token %d)", h, ok, err, lease.Owner(), lease.Token())
+	}
+	if exp := serverExpiry(t, ctx, admin, name); !lease.Deadline().Before(exp) {
+		t.Fatalf("the waiter's lease ends at %v, not before the server's expiry %v", lease.Deadline(), exp)
+	}
+	if queued := queuedNow(t, ctx, admin, name); len(queued) != 0 {
+		t.Fatalf("the granted process is still queued: %v", queued)
+	}
+}
+
+// queuedNow is the pids queued for name, at once.
+func queuedNow(t *testing.T, ctx context.Context, db *sql.DB, name string) []int64 {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "SELECT pid FROM dlock_waiters WHERE name = $1", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int64
+	for rows.Next() {
+		var pid int64
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// A waiter that gives up leaves its process's place without an owner
+// before its Lock returns, so the next release grants it to nobody who
+// left, and the name is free for anyone at once.
+func TestGivingUpLeavesNoGrantBehind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	first := hold(t, ctx, name)
+	leftCtx, leave := context.WithCancel(ctx)
+	left := waitFor(leftCtx, newLocker(t, process(t, nil), slowPoll), name)
+	queued(t, ctx, admin, name, 1)
+	leave()
+	if lease := <-left; lease != nil {
+		t.Fatal("a cancelled Lock got the lock")
+	}
+	var owners int
+	if err := admin.QueryRowContext(ctx, "SELECT count(owner) FROM dlock_waiters WHERE name = $1", name).Scan(&owners); err != nil {
+		t.Fatal(err)
+	}
+	if owners != 0 {
+		t.Fatal("the queue still names the waiter that gave up")
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := newLocker(t, admin).TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock after the only waiter gave up: %v", err)
+	}
+	_ = lease.Unlock(ctx)
+}
+
+// A grant for an owner that no longer waits in the process it names
+// (its waiter left between the release's look at the queue and its
+// commit) is given back by that process, and the lock passes on.
+func TestGrantToAGoneWaiterIsGivenBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name, other := dlocktest.Name(t), dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	// A process whose listener is up, waiting for another name.
+	blocker := hold(t, ctx, other)
+	defer func() { _ = blocker.Unlock(ctx) }()
+	proc := process(t, nil)
+	elsewhere, stop := context.WithCancel(ctx)
+	defer stop()
+	waitFor(elsewhere, newLocker(t, proc, slowPoll), other)
+	pid := queued(t, ctx, admin, other, 1)[0]
+
+	first := hold(t, ctx, name)
+	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
+		VALUES ($1, $2, now(), now() + interval '1 minute', true, 'gone#0123456789abcdef', 60000000, 1)`, name, pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
+	})
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, admin)
+	dlocktest.Eventually(t, func() bool {
+		lease, err := l.TryLock(ctx, name)
+		if err != nil {
+			if !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatal(err)
+			}
+			return false
+		}
+		if lease.Token() <= first.Token()+1 {
+			t.Errorf("token %d after a grant with token %d", lease.Token(), first.Token()+1)
+		}
+		_ = lease.Unlock(ctx)
+		return true
+	}, "the grant to the gone waiter was given back")
+}
+
+// A waiter whose grant's notification was lost (its listener's
+// connection dropped) takes the lock at its next attempt, as its own
+// hold: the grant's token, and an expiry pushed past the lease the
+// attempt starts.
+func TestLostGrantIsTakenByTheNextAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	// A holder that is no Locker: the test grants its lock by hand,
+	// as a release would, but without the notification.
+	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
+		VALUES ($1, 'holder#0', 1, 1, now(), now() + interval '1 minute')`, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_locks WHERE name = $1", name)
+	})
+	next := waitFor(ctx, newLocker(t, process(t, nil), func(c *dlock.Config) { c.PushFallback = 300 * time.Millisecond }, dlock.WithTTL(time.Minute)), name)
+	queued(t, ctx, admin, name, 1)
+	var owner string
+	if err := admin.QueryRowContext(ctx, "SELECT owner FROM dlock_waiters WHERE name = $1", name).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, `UPDATE dlock_locks SET owner = $2, reentry = 0, token = 7,
+		acquired_at = now(), expires_at = now() + interval '2 seconds' WHERE name = $1`, name, owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "DELETE FROM dlock_waiters WHERE name = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter did not take the lock granted to it")
+	}
+	if lease.Owner() != owner || lease.Token() != 7 {
+		t.Fatalf("lease of %q with token %d, want %q's grant, token 7", lease.Owner(), lease.Token(), owner)
+	}
+	if exp := serverExpiry(t, ctx, admin, name); !lease.Deadline().Before(exp) {
+		t.Fatalf("the lease ends at %v, not before the server's expiry %v", lease.Deadline(), exp)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := newLocker(t, admin).TryLock(ctx, name)
+	if err != nil {
+		t.Fatalf("TryLock after the grant's one hold ended: %v", err)
+	}
+	_ = lease.Unlock(ctx)
+}
+
+// On a schema migrated to 000004 but not 000005 (no grant columns), a
+// release wakes the head of the queue, which takes the lock itself.
+func TestWithoutGrantColumns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	dsn, admin := olderSchema(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN owner, DROP COLUMN ttl_us, DROP COLUMN attempt")
+	name := dlocktest.Name(t)
+	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
+	pid := queued(t, ctx, admin, name, 1)[0]
+	_, own := listening(t, admin, "dlock_locks_"+strconv.FormatInt(pid, 10), name)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock without the grant columns: %v", err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the queued process was not woken without the grant columns")
+	}
+	if p, want := receive(t, ctx, own, "the process's own channel"), strconv.FormatInt(pid, 10)+"/"+name; p != want {
+		t.Fatalf("own channel: %q, want the wake-up %q", p, want)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A grant to a process that stopped attempting (frozen, or cut off with
+// its connection still up) lasts no longer than what was left of its
+// place in the queue, not its waiter's whole TTL: then the lock is free.
+func TestGrantToAFrozenProcessEndsWithItsPlace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	pid, _ := listening(t, admin, "frozen_process", name) // a live session that never answers
+	first := hold(t, ctx, name)
+	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
+		VALUES ($1, $2, now(), now() + interval '1 second', true, 'frozen#0123456789abcdef', 60000000, 1)`, name, int64(pid)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
+	})
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		owner   string
+		bounded bool
+	)
+	if err := admin.QueryRowContext(ctx, `SELECT owner, expires_at <= now() + interval '1 second'
+		FROM dlock_locks WHERE name = $1`, name).Scan(&owner, &bounded); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "frozen#0123456789abcdef" {
+		t.Fatalf("owner %q after the release, want the queued waiter", owner)
+	}
+	if !bounded {
+		t.Fatal("the grant outlasts the frozen process's place in the queue")
+	}
+	l := newLocker(t, admin)
+	dlocktest.Eventually(t, func() bool {
+		lease, err := l.TryLock(ctx, name)
+		if err != nil {
+			return false
+		}
+		_ = lease.Unlock(ctx)
+		return true
+	}, "the grant to the frozen process ended")
+}
+
+// A grant's notification splits the owner from the name by the owner's
+// length in characters: both may hold '/' and any UTF-8.
+func TestParseGrant(t *testing.T) {
+	g, ok := tablelock.ParseGrant("g/42/7/1001/30000000/11/hôst/9#a1b2orders/ü/1")
+	want := tablelock.Grant{PID: 42, Attempt: 7, Token: 1001, Term: 30 * time.Second, Owner: "hôst/9#a1b2", Name: "orders/ü/1"}
+	if !ok || g != want {
+		t.Fatalf("ParseGrant: %+v %v, want %+v", g, ok, want)
+	}
+	for _, bad := range []string{
+		"42/orders",                   // a wake-up
+		"g/42/7/1001/30000000/99/ab",  // owner longer than the rest
+		"g/42/7/x/30000000/2/abname",  // a field not a number
+		"g/4294967296/7/1/1/2/abname", // no such pid
+		"g/42/7/1001",                 // cut short
+	} {
+		if g, ok := tablelock.ParseGrant(bad); ok {
+			t.Errorf("ParseGrant(%q) = %+v, want no grant", bad, g)
+		}
+	}
+}
