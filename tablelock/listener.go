@@ -374,7 +374,8 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 // that names an attempt the waiter no longer knows only wakes it: its
 // next attempt takes the lock, as its own hold, and counts the lease from
 // its own send. A grant for an owner that no longer waits here is given
-// back.
+// back. The process's other waiters of the name, if any, lost its place
+// in the queue with the grant: one of them is woken to take it again.
 func (l *listener) deliverGrant(g grantNote) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -387,6 +388,11 @@ func (l *listener) deliverGrant(g grantNote) {
 		w.granted = driver.Grant{Acquired: true, Token: g.token, Since: sent, Term: g.term}
 	}
 	l.hub.WakeWaiter(g.name, w.wake)
+	if l.hub.Waiting(g.name) > w.subs {
+		// The grant took the process out of the queue, and other
+		// waiters of it still wait: one tries, and queues it again.
+		l.hub.WakeOne(g.name)
+	}
 }
 
 // giveBack gives back, in the background, a grant owner did not take (see
