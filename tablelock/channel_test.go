@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/tablelock"
@@ -148,22 +147,10 @@ func TestQueueWakesAnOlderProcessOnTheSharedChannel(t *testing.T) {
 func TestWithoutOwnChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	dsn, admin := olderSchema(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN own_channel")
-	name := dlocktest.Name(t)
+	admin, name, first, next := olderSchemaWait(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN own_channel")
 	_, shared := listening(t, admin, "dlock_locks", name)
-	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
 	pid := queued(t, ctx, admin, name, 1)[0]
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock without own_channel: %v", err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the queued process was not woken without own_channel")
-	}
+	lease := handedOn(t, ctx, first, next, "without own_channel")
 	if p, want := receive(t, ctx, shared, "the shared channel"), fmt.Sprintf("%d/%s", pid, name); p != want {
 		t.Fatalf("shared channel: %q, want %q", p, want)
 	}

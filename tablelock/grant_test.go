@@ -80,25 +80,6 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	}
 }
 
-// queuedNow is the pids queued for name, at once.
-func queuedNow(t *testing.T, ctx context.Context, db *sql.DB, name string) []int64 {
-	t.Helper()
-	rows, err := db.QueryContext(ctx, "SELECT pid FROM dlock_waiters WHERE name = $1", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var pids []int64
-	for rows.Next() {
-		var pid int64
-		if err := rows.Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // A waiter that gives up leaves its process's place without an owner
 // before its Lock returns, so the next release grants it to nobody who
 // left, and the name is free for anyone at once.
@@ -160,7 +141,16 @@ func TestGrantToAGoneWaiterIsGivenBack(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := newLocker(t, admin)
+	if token := lockedOnce(t, ctx, newLocker(t, admin), name, "the grant to the gone waiter was given back"); token <= first.Token()+1 {
+		t.Errorf("token %d after a grant with token %d", token, first.Token()+1)
+	}
+}
+
+// lockedOnce tries l.TryLock until it takes name, which it then unlocks,
+// and returns the token it got; what says what the test waits for.
+func lockedOnce(t *testing.T, ctx context.Context, l dlock.Locker, name, what string) uint64 {
+	t.Helper()
+	var token uint64
 	dlocktest.Eventually(t, func() bool {
 		lease, err := l.TryLock(ctx, name)
 		if err != nil {
@@ -169,12 +159,11 @@ func TestGrantToAGoneWaiterIsGivenBack(t *testing.T) {
 			}
 			return false
 		}
-		if lease.Token() <= first.Token()+1 {
-			t.Errorf("token %d after a grant with token %d", lease.Token(), first.Token()+1)
-		}
+		token = lease.Token()
 		_ = lease.Unlock(ctx)
 		return true
-	}, "the grant to the gone waiter was given back")
+	}, what)
+	return token
 }
 
 // A waiter whose grant's notification was lost (its listener's
@@ -233,22 +222,10 @@ func TestLostGrantIsTakenByTheNextAttempt(t *testing.T) {
 func TestWithoutGrantColumns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	dsn, admin := olderSchema(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN owner, DROP COLUMN ttl_us, DROP COLUMN attempt")
-	name := dlocktest.Name(t)
-	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
+	admin, name, first, next := olderSchemaWait(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN owner, DROP COLUMN ttl_us, DROP COLUMN attempt")
 	pid := queued(t, ctx, admin, name, 1)[0]
 	_, own := listening(t, admin, "dlock_locks_"+strconv.FormatInt(pid, 10), name)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock without the grant columns: %v", err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the queued process was not woken without the grant columns")
-	}
+	lease := handedOn(t, ctx, first, next, "without the grant columns")
 	if p, want := receive(t, ctx, own, "the process's own channel"), strconv.FormatInt(pid, 10)+"/"+name; p != want {
 		t.Fatalf("own channel: %q, want the wake-up %q", p, want)
 	}
@@ -291,15 +268,7 @@ func TestGrantToAFrozenProcessEndsWithItsPlace(t *testing.T) {
 	if !bounded {
 		t.Fatal("the grant outlasts the frozen process's place in the queue")
 	}
-	l := newLocker(t, admin)
-	dlocktest.Eventually(t, func() bool {
-		lease, err := l.TryLock(ctx, name)
-		if err != nil {
-			return false
-		}
-		_ = lease.Unlock(ctx)
-		return true
-	}, "the grant to the frozen process ended")
+	lockedOnce(t, ctx, newLocker(t, admin), name, "the grant to the frozen process ended")
 }
 
 // A grant's notification splits the owner from the name by the owner's

@@ -39,21 +39,7 @@ func process(t *testing.T, count *testenv.PGCounter) *sql.DB {
 func queued(t *testing.T, ctx context.Context, db *sql.DB, name string, n int) []int64 {
 	t.Helper()
 	for {
-		rows, err := db.QueryContext(ctx, "SELECT pid FROM dlock_waiters WHERE name = $1 AND expires_at > now() ORDER BY since, pid", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var pids []int64
-		for rows.Next() {
-			var pid int64
-			if err := rows.Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
-			pids = append(pids, pid)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		pids := queuedNow(t, ctx, db, name)
 		if len(pids) == n {
 			return pids
 		}
@@ -62,6 +48,29 @@ func queued(t *testing.T, ctx context.Context, db *sql.DB, name string, n int) [
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// queuedNow is the pids of the processes queued for name, longest
+// waiting first.
+func queuedNow(t *testing.T, ctx context.Context, db *sql.DB, name string) []int64 {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "SELECT pid FROM dlock_waiters WHERE name = $1 AND expires_at > now() ORDER BY since, pid", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int64
+	for rows.Next() {
+		var pid int64
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
 }
 
 // waitFor starts l.Lock(ctx, name) and returns where its outcome comes.
@@ -270,21 +279,9 @@ func TestPruneQueue(t *testing.T) {
 func TestWithoutQueueTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	dsn, admin := olderSchema(t, ctx, "DROP TABLE dlock_waiters")
-	name := dlocktest.Name(t)
-	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
+	admin, _, first, next := olderSchemaWait(t, ctx, "DROP TABLE dlock_waiters")
 	time.Sleep(300 * time.Millisecond) // the waiter listens
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock without dlock_waiters: %v", err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the waiter was not woken without dlock_waiters")
-	}
+	lease := handedOn(t, ctx, first, next, "without dlock_waiters")
 	if err := lease.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -293,9 +290,12 @@ func TestWithoutQueueTable(t *testing.T) {
 	}
 }
 
-// olderSchema is a fresh PostgreSQL database, migrated and then altered
-// back to an older schema by undo; it returns its DSN and a pool on it.
-func olderSchema(t *testing.T, ctx context.Context, undo string) (string, *sql.DB) {
+// olderSchemaWait is a fresh PostgreSQL database, migrated and then
+// altered back to an older schema by undo, where a lock is held by one
+// process (for two minutes) and waited for by another. It returns a pool
+// on the database, the lock's name, the holder's lease and where the
+// waiter's outcome comes.
+func olderSchemaWait(t *testing.T, ctx context.Context, undo string) (*sql.DB, string, dlock.Lease, <-chan dlock.Lease) {
 	t.Helper()
 	dsn := testenv.FreshDSN(t, "pgx")
 	admin := testenv.Open(t, "pgx", dsn)
@@ -305,5 +305,24 @@ func olderSchema(t *testing.T, ctx context.Context, undo string) (string, *sql.D
 	if _, err := admin.ExecContext(ctx, undo); err != nil {
 		t.Fatal(err)
 	}
-	return dsn, admin
+	name := dlocktest.Name(t)
+	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin, name, first, waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
+}
+
+// handedOn unlocks first and returns the lease the waiter gets from next;
+// on says under what schema, for the failures.
+func handedOn(t *testing.T, ctx context.Context, first dlock.Lease, next <-chan dlock.Lease, on string) dlock.Lease {
+	t.Helper()
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock %s: %v", on, err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter did not get the lock " + on)
+	}
+	return lease
 }
