@@ -20,13 +20,14 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
 	defer w.unsubscribe()
 	if wait {
+		defer w.watchEnd(ctx)()
 		w.subscribeLive()
 	}
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		g, err := w.attempt(ctx)
 		if err != nil {
-			return nil, c.failed(ctx, h, err)
+			return nil, c.failed(ctx, h, err, w.leaveWithin())
 		}
 		if g.Acquired && !g.Since.IsZero() && g.Since.Before(sent) {
 			sent = g.Since // granted on the waiter's behalf, before this attempt
@@ -44,7 +45,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 				if errors.Is(err, ErrNotHeld) {
 					continue // lost in between: wait again
 				}
-				return nil, c.failed(ctx, h, fmt.Errorf("confirming the grant: %w", err))
+				return nil, c.failed(ctx, h, fmt.Errorf("confirming the grant: %w", err), w.leaveWithin())
 			}
 			g.Term = 0
 		}
@@ -52,11 +53,11 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			return c.grant(h, g, sent)
 		}
 		if !wait {
-			c.abandon(ctx, h, false)
+			c.abandon(h, false, 0)
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
 		}
 		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
-			return nil, c.failed(ctx, h, err)
+			return nil, c.failed(ctx, h, err, w.leaveWithin())
 		}
 	}
 }
@@ -69,9 +70,10 @@ func (c *Client) closable(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// failed ends an acquire that did not succeed and builds its error.
-func (c *Client) failed(ctx context.Context, h *hold, err error) error {
-	c.abandon(ctx, h, true)
+// failed ends an acquire that did not succeed and builds its error;
+// leaving a server-side queue may take up to within (see abandon).
+func (c *Client) failed(ctx context.Context, h *hold, err error, within time.Duration) error {
+	c.abandon(h, true, within)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
@@ -90,6 +92,26 @@ type waiter struct {
 	req      driver.Request
 	blocking bool           // the backend queues waiters on the server
 	pause    *wakeup.Waiter // the pauses between attempts, once there was a miss
+	ended    atomic.Int64   // when ctx ended (Unix ns), for a Leaver backend; 0 before
+}
+
+// watchEnd records when ctx ends, for a backend with a queue to leave
+// (driver.Leaver), and returns what stops it.
+func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
+	if _, ok := w.c.backend.(driver.Leaver); !ok {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(ctx, func() { w.ended.Store(time.Now().UnixNano()) })
+}
+
+// leaveWithin is how long a waiter that gives up may wait to leave the
+// server's queue: what is left of CancelMargin since its ctx ended (an
+// attempt that hung past ctx has used it up), or all of it.
+func (w *waiter) leaveWithin() time.Duration {
+	if at := w.ended.Load(); at != 0 {
+		return CancelMargin - time.Since(time.Unix(0, at))
+	}
+	return CancelMargin
 }
 
 // attempt makes one attempt, a blocking one when the backend queues
@@ -256,11 +278,10 @@ func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Tim
 // abandon forgets h after an acquire that did not succeed and, for a
 // waiter that gave up, takes it out of a server-side queue. The caller's
 // ctx may have ended, so leaving runs in the background; abandon waits
-// for it up to CancelMargin past ctx's deadline, so that a Lock that gave
-// up returns with nothing granted to it on the server (a release may
-// grant the lock to the head of the queue on its behalf) unless the
-// server is slow to answer.
-func (c *Client) abandon(ctx context.Context, h *hold, gaveUp bool) {
+// for it up to within, so that a Lock that gave up returns with nothing
+// granted to it on the server (a release may grant the lock to the head
+// of the queue on its behalf) unless the server is slow to answer.
+func (c *Client) abandon(h *hold, gaveUp bool, within time.Duration) {
 	if l, ok := c.backend.(driver.Leaver); ok && gaveUp {
 		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
 		left := make(chan struct{})
@@ -272,12 +293,8 @@ func (c *Client) abandon(ctx context.Context, h *hold, gaveUp bool) {
 				c.cfg.Logger.Warn("dlock: leaving the wait queue failed; the entry times out", "name", h.Name, "err", err)
 			}
 		})
-		bound := CancelMargin
-		if d, ok := ctx.Deadline(); ok {
-			bound = min(bound, time.Until(d)+CancelMargin)
-		}
-		if bound > 0 {
-			margin := time.NewTimer(bound)
+		if within > 0 {
+			margin := time.NewTimer(within)
 			select {
 			case <-left:
 			case <-margin.C:

@@ -341,6 +341,36 @@ func TestLockReturnsWhileAcquireHangs(t *testing.T) {
 	lease.Unlock(context.Background())
 }
 
+// leaving is a memory backend with a server-side queue to leave
+// (driver.Leaver); its Leave hangs with the server, as its other calls do.
+type leaving struct{ *memory }
+
+func (b leaving) Leave(context.Context, driver.Request) error {
+	b.wait()
+	return nil
+}
+
+// A Lock cancelled (no deadline) while its attempt hangs on a frozen
+// server returns within CancelMargin of the cancel: waiting to leave the
+// queue shares the margin the hung attempt already used up.
+func TestLeavingHangsWithinCancelMargin(t *testing.T) {
+	m := leaving{newMemory()}
+	c := newClient(t, m)
+	m.freeze()
+	defer m.thaw()
+	ctx, cancel := context.WithCancel(context.Background())
+	var cancelled time.Time
+	time.AfterFunc(100*time.Millisecond, func() { cancelled = time.Now(); cancel() })
+	if _, err := c.Lock(ctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock on a frozen server: %v, want Canceled", err)
+	}
+	// Two margins in a row (the hung attempt's, then leaving's) take at
+	// least 2×CancelMargin.
+	if took := time.Since(cancelled); took >= 2*dlock.CancelMargin {
+		t.Fatalf("Lock returned %v after its ctx was cancelled, past CancelMargin (%v)", took, dlock.CancelMargin)
+	}
+}
+
 // A TTL too short to renew (WithTTL(30) is 30ns) is refused, with why.
 func TestTTLTooShort(t *testing.T) {
 	for _, ttl := range []time.Duration{30, time.Millisecond, dlock.MinTTL - 1} {
