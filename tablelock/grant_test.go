@@ -29,21 +29,6 @@ func serverExpiry(t *testing.T, ctx context.Context, db *sql.DB, name string) ti
 	return at
 }
 
-// quiesced waits until count's statements stop for 100ms: the waiters'
-// attempts since they subscribed are in.
-func quiesced(ctx context.Context, count *testenv.PGCounter) int64 {
-	requests := count.Requests()
-	n0, _ := requests(ctx)
-	for {
-		time.Sleep(100 * time.Millisecond)
-		n, _ := requests(ctx)
-		if n == n0 || ctx.Err() != nil {
-			return n
-		}
-		n0 = n
-	}
-}
-
 func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()

@@ -144,7 +144,7 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 				// Granted after the waiter's last attempt, and not
 				// taken: the waiter gave up (or took the grant by an
 				// attempt of its own, and then nothing is given back).
-				l.giveBack(name, owner, w.granted.Token)
+				l.giveBack(context.Background(), name, owner, w.granted.Token)
 			}
 		}
 	}
@@ -345,7 +345,7 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 	if g, ok := parseGrant(payload); ok {
 		if g.pid == pid {
-			l.deliverGrant(g)
+			l.deliverGrant(ctx, g)
 		}
 		return
 	}
@@ -357,7 +357,7 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 	case l.hub.Waiting(name) > 0:
 		l.hub.WakeOne(name)
 	default:
-		l.background(func(ctx context.Context) error {
+		l.background(ctx, func(ctx context.Context) {
 			_, err := l.db.ExecContext(ctx, pgOwnChannel.passOn, name, int64(pid))
 			if missingOwnChannel(err) { // migration 000004 not applied; nothing changed
 				_, err = l.db.ExecContext(ctx, pgSharedChannel.passOn, name, int64(pid))
@@ -365,7 +365,6 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 			if err != nil && ctx.Err() == nil {
 				l.log.Warn("tablelock: passing a wake-up on", "name", name, "err", err)
 			}
-			return nil
 		})
 	}
 }
@@ -376,12 +375,12 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 // its own send. A grant for an owner that no longer waits here is given
 // back. The process's other waiters of the name, if any, lost its place
 // in the queue with the grant: one of them is woken to take it again.
-func (l *listener) deliverGrant(g grantNote) {
+func (l *listener) deliverGrant(ctx context.Context, g grantNote) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.waits[ownerKey(g.name, g.owner)]
 	if w == nil {
-		l.giveBack(g.name, g.owner, g.token)
+		l.giveBack(ctx, g.name, g.owner, g.token)
 		return
 	}
 	if sent, ok := w.sent[g.attempt]; ok {
@@ -398,28 +397,28 @@ func (l *listener) deliverGrant(g grantNote) {
 // giveBack gives back, in the background, a grant owner did not take (see
 // pgLeaveQueue); it is a no-op for one that owner took by an attempt of
 // its own. l.mu must be held.
-func (l *listener) giveBack(name, owner string, token uint64) {
+func (l *listener) giveBack(ctx context.Context, name, owner string, token uint64) {
 	pid := uint32(0)
 	if l.gen != nil {
 		pid = l.gen.pid
 	}
-	l.background(func(ctx context.Context) error {
-		if err := giveBack(ctx, l.db, name, owner, token, pid); err != nil {
+	l.background(ctx, func(ctx context.Context) {
+		if err := giveBack(ctx, l.db, name, owner, token, pid); err != nil && ctx.Err() == nil {
 			l.log.Warn("tablelock: giving back a grant its waiter did not take; it expires", "name", name, "err", err)
 		}
-		return nil
 	})
 }
 
 // background runs a statement of the listener's own on a goroutine that
-// close waits for, within passOnTimeout.
-func (l *listener) background(f func(ctx context.Context) error) {
+// close waits for, within passOnTimeout of ctx (the listener connection's,
+// which close cancels, when there is one).
+func (l *listener) background(ctx context.Context, f func(ctx context.Context)) {
 	l.passing.Add(1)
 	go func() {
 		defer l.passing.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), passOnTimeout)
+		ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
 		defer cancel()
-		_ = f(ctx)
+		f(ctx)
 	}()
 }
 

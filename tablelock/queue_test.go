@@ -50,6 +50,21 @@ func queued(t *testing.T, ctx context.Context, db *sql.DB, name string, n int) [
 	}
 }
 
+// quiesced waits until count's statements stop for 100ms: the waiters'
+// attempts since they subscribed are in.
+func quiesced(ctx context.Context, count *testenv.PGCounter) int64 {
+	requests := count.Requests()
+	n0, _ := requests(ctx)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		n, _ := requests(ctx)
+		if n == n0 || ctx.Err() != nil {
+			return n
+		}
+		n0 = n
+	}
+}
+
 // queuedNow is the pids of the processes queued for name, longest
 // waiting first.
 func queuedNow(t *testing.T, ctx context.Context, db *sql.DB, name string) []int64 {
@@ -121,16 +136,7 @@ func TestQueueWakesOneProcess(t *testing.T) {
 		}
 	}
 	queued(t, ctx, testenv.Postgres(t), name, procs)
-	before := count.Requests()
-	n0, _ := before(ctx)
-	for { // every waiter's second attempt (after it subscribed) is in
-		time.Sleep(100 * time.Millisecond)
-		n, _ := before(ctx)
-		if n == n0 {
-			break
-		}
-		n0 = n
-	}
+	n0 := quiesced(ctx, &count)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +145,7 @@ func TestQueueWakesOneProcess(t *testing.T) {
 			t.Fatalf("a waiter (a release woke nobody?): %v", err)
 		}
 	}
-	n1, _ := before(ctx)
+	n1, _ := count.Requests()(ctx)
 	perHandOff := float64(n1-n0) / (procs * each)
 	t.Logf("%.2f statements per hand-off, %d waiters in %d processes", perHandOff, procs*each, procs)
 	if perHandOff > 3 {
