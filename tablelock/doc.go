@@ -16,7 +16,9 @@
 // owner and TTL of its waiter's last attempt. A release grants the lock,
 // in the same statement, to that waiter of the process that has waited
 // longest and is still connected: the next token, an expiry one TTL
-// ahead, and a notification on a channel only that process listens on.
+// ahead (or sooner, when the process's place in the queue would lapse
+// sooner: a frozen process blocks the lock no longer than its place
+// would), and a notification on a channel only that process listens on.
 // The waiter holds the lock without a statement of its own, and counts
 // its lease from its own last attempt, which the server saw before the
 // grant, so the lease ends before the server's expiry. A release that
