@@ -90,9 +90,9 @@ type waiter struct {
 	c        *Client
 	h        *hold
 	req      driver.Request
-	blocking bool           // the backend queues waiters on the server
-	pause    *wakeup.Waiter // the pauses between attempts, once there was a miss
-	ended    atomic.Int64   // when ctx ended (Unix ns), for a Leaver backend; 0 before
+	blocking bool                      // the backend queues waiters on the server
+	pause    *wakeup.Waiter            // the pauses between attempts, once there was a miss
+	ended    atomic.Pointer[time.Time] // when ctx ended, for a Leaver backend; nil before
 }
 
 // watchEnd records when ctx ends, for a backend with a queue to leave
@@ -101,15 +101,18 @@ func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
 	if _, ok := w.c.backend.(driver.Leaver); !ok {
 		return func() bool { return false }
 	}
-	return context.AfterFunc(ctx, func() { w.ended.Store(time.Now().UnixNano()) })
+	return context.AfterFunc(ctx, func() {
+		now := time.Now()
+		w.ended.Store(&now)
+	})
 }
 
 // leaveWithin is how long a waiter that gives up may wait to leave the
 // server's queue: what is left of CancelMargin since its ctx ended (an
 // attempt that hung past ctx has used it up), or all of it.
 func (w *waiter) leaveWithin() time.Duration {
-	if at := w.ended.Load(); at != 0 {
-		return CancelMargin - time.Since(time.Unix(0, at))
+	if at := w.ended.Load(); at != nil {
+		return CancelMargin - time.Since(*at)
 	}
 	return CancelMargin
 }
