@@ -33,6 +33,9 @@ type backend struct {
 	// recheck is the first pause before a waiter looks again at the node
 	// it waits for, in case its watch was lost: Config.PushFallback.
 	recheck time.Duration
+	// released holds the paths of nodes a hand-off deleted without
+	// granting the lock on (see handing.Transfer), until their Release.
+	released sync.Map
 }
 
 func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
@@ -270,11 +273,15 @@ func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 
 // Release deletes the hold's node. A release for an acquire whose outcome
 // was unknown (nil Handle) has nothing to do: such a node is deleted by
-// create's own clean-up (forget). Once the node's session has ended, the
+// create's own clean-up (forget); nor has one whose node a hand-off
+// deleted (see handing.Transfer). Once the node's session has ended, the
 // node is gone with it.
 func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	n, ok := h.Handle.(holdNode)
 	if !ok {
+		return nil
+	}
+	if _, done := b.released.LoadAndDelete(n.path); done {
 		return nil
 	}
 	if s := b.conn.SessionID(); s != n.session {

@@ -72,6 +72,15 @@ func (b *backend) queue(dir string) ([]string, error) {
 	return children, nil
 }
 
+// protectedPrefix is the name of a new protected node, up to the sequence
+// the server appends: a GUID, by which the node is found again after a
+// lost reply, then tag.
+func protectedPrefix(tag string) string {
+	var g [16]byte
+	_, _ = rand.Read(g[:])
+	return nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
+}
+
 // create makes this hold's protected ephemeral sequential node and returns
 // its path and its Czxid (read in the background: the caller's next request
 // overlaps it; token waits for it). After a connection loss mid-create it waits for the
@@ -79,9 +88,7 @@ func (b *backend) queue(dir string) ([]string, error) {
 // node by its GUID. If it cannot tell, a background search deletes the
 // node once the connection is back (or the session ends, taking it along).
 func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
-	var g [16]byte
-	_, _ = rand.Read(g[:])
-	prefix := nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
+	prefix := protectedPrefix(tag)
 	session := b.conn.SessionID()
 	maybeCreated := false
 	var cut time.Time // since when the connection has failed
@@ -105,33 +112,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 		}
 		switch {
 		case err == nil:
-			czxid := make(chan error, 1)
-			var (
-				st  *zk.Stat
-				own <-chan zk.Event
-			)
-			go func() {
-				czxid <- b.retry(ctx, session, func() (err error) {
-					_, st, own, err = b.conn.ExistsW(p)
-					return err
-				})
-			}()
-			// token also returns a watch on the node: it fires if the node
-			// goes (deleted from outside, or with the session).
-			var (
-				read  sync.Once
-				token uint64
-				terr  error
-			)
-			tokenOf := func() (uint64, <-chan zk.Event, error) {
-				read.Do(func() {
-					if terr = <-czxid; terr == nil {
-						token = uint64(st.Czxid)
-					}
-				})
-				return token, own, terr
-			}
-			return p, tokenOf, nil
+			return p, b.watched(ctx, p, session), nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
 			if err := b.ensureDir(dir); err != nil {
 				return fail(err)
@@ -159,6 +140,37 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 		default:
 			return fail(err)
 		}
+	}
+}
+
+// watched reads node p's Czxid, made by session, in the background (the
+// caller's next request overlaps it) and returns the token func of create:
+// it waits for the read and returns the Czxid with a watch on the node,
+// which fires if the node goes (deleted from outside, or with the session).
+func (b *backend) watched(ctx context.Context, p string, session int64) func() (uint64, <-chan zk.Event, error) {
+	czxid := make(chan error, 1)
+	var (
+		st  *zk.Stat
+		own <-chan zk.Event
+	)
+	go func() {
+		czxid <- b.retry(ctx, session, func() (err error) {
+			_, st, own, err = b.conn.ExistsW(p)
+			return err
+		})
+	}()
+	var (
+		read  sync.Once
+		token uint64
+		terr  error
+	)
+	return func() (uint64, <-chan zk.Event, error) {
+		read.Do(func() {
+			if terr = <-czxid; terr == nil {
+				token = uint64(st.Czxid)
+			}
+		})
+		return token, own, terr
 	}
 }
 

@@ -16,6 +16,14 @@
 // The fencing token is the lock node's Czxid: zxids increase across the
 // whole ensemble, so tokens increase across holders.
 //
+// Goroutines sharing a Locker queue in the process, and a hold that ends
+// while another of them waits hands the lock on (dlock.WithHandOffs) in
+// one multi request, one write: it deletes the holder's node and creates
+// the next holder's at the end of the queue. With no other process
+// queued, the new node holds at once, and its Czxid is the next token.
+// With one queued, that one holds, as after any release: the queue stays
+// first come, first served across processes.
+//
 // Leases end with the session. The watchdog checks every TTL/3 that the
 // session is the one that created the node and the node still exists; if
 // the session expired, Done closes with an error wrapping ErrSessionExpired.
@@ -45,6 +53,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
 )
 
 // ErrSessionExpired is wrapped by a lease's Err when the ZooKeeper session
@@ -79,7 +88,11 @@ func New(conn *zk.Conn, root string, opts ...dlock.Option) (*Locker, error) {
 
 func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (*Locker, error) {
 	b := newBackend(conn, root, kind, suffix)
-	c, err := dlock.NewClient(b, opts...)
+	var backend driver.Backend = b
+	if kind == "lock" {
+		backend = handing{b}
+	}
+	c, err := dlock.NewClient(backend, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,256 @@
+package zklock_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// ZooKeeper's request opcodes that write.
+const (
+	opCreate = 1
+	opDelete = 2
+	opMulti  = 14
+)
+
+// opCounter counts the requests of the connections it dials, by opcode,
+// read off the frames the client writes (go-zookeeper has no hook for
+// requests).
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[int32]int64
+}
+
+func (c *opCounter) count(ops ...int32) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, op := range ops {
+		n += c.ops[op]
+	}
+	return n
+}
+
+// writes is a dlocktest.Requests: the creates, deletes and multis sent.
+func (c *opCounter) writes(context.Context) (int64, error) {
+	return c.count(opCreate, opDelete, opMulti), nil
+}
+
+// conn connects to ZooKeeper through c; t.Cleanup closes the connection.
+func (c *opCounter) conn(t *testing.T) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(testenv.ZKAddrs(t), 30*time.Second, zk.WithDialer(c.dial), zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			go func() {
+				for range events {
+				}
+			}()
+			return conn
+		}
+	}
+	t.Fatal("no ZooKeeper session")
+	return nil
+}
+
+func (c *opCounter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	nc, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: nc, c: c}, nil
+}
+
+// countingConn splits what the client writes into frames (a 4-byte
+// length, then the body). Every frame but the first, the connect request,
+// starts with a request header: xid, then opcode.
+type countingConn struct {
+	net.Conn
+	c      *opCounter
+	mu     sync.Mutex
+	buf    []byte
+	frames int
+}
+
+func (cc *countingConn) Write(p []byte) (int, error) {
+	cc.mu.Lock()
+	cc.buf = append(cc.buf, p...)
+	for len(cc.buf) >= 4 {
+		n := int(binary.BigEndian.Uint32(cc.buf))
+		if len(cc.buf) < 4+n {
+			break
+		}
+		if frame := cc.buf[4 : 4+n]; cc.frames > 0 && len(frame) >= 8 {
+			cc.c.mu.Lock()
+			if cc.c.ops == nil {
+				cc.c.ops = map[int32]int64{}
+			}
+			cc.c.ops[int32(binary.BigEndian.Uint32(frame[4:8]))]++
+			cc.c.mu.Unlock()
+		}
+		cc.frames++
+		cc.buf = cc.buf[4+n:]
+	}
+	cc.mu.Unlock()
+	return cc.Conn.Write(p)
+}
+
+// Call chains sharing a Locker hand the lock on to each other with one
+// write per hold (a multi that swaps the nodes), with increasing tokens;
+// with hand-offs off a hold costs a create and a delete.
+func TestHandOff(t *testing.T) {
+	ops := &opCounter{}
+	conn := ops.conn(t)
+	for _, limit := range []int{dlock.DefaultHandOffs, 0} {
+		multis := ops.count(opMulti)
+		perHold := testenv.StatementsPerHold(t, newLocker(t, conn, dlock.WithHandOffs(limit)), ops.writes, fmt.Sprint(limit))
+		multis = ops.count(opMulti) - multis
+		t.Logf("WithHandOffs(%d): %.2f writes per hold, %d hand-offs", limit, perHold, multis)
+		switch {
+		case limit > 0 && (perHold > 1.3 || multis == 0):
+			t.Errorf("WithHandOffs(%d): %.2f writes per hold and %d multis, want at most 1.3 and some: the lock is not handed on", limit, perHold, multis)
+		case limit == 0 && (perHold < 2 || multis > 0):
+			t.Errorf("WithHandOffs(0): %.2f writes per hold and %d multis, want at least 2 and none", perHold, multis)
+		}
+	}
+	noOrphans(t, conn)
+}
+
+// A process whose goroutines pass the lock from one to the next lets
+// another process in: its node queues behind the holder's, and the next
+// hand-off finds it there.
+func TestHandOffLetsAnotherProcessIn(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	testenv.LetsAnotherIn(t, newLocker(t, testenv.ZK(t, addrs, 30*time.Second)), newLocker(t, testenv.ZK(t, addrs, 30*time.Second)))
+}
+
+// When another process queued behind the holder, a hand-off grants it the
+// lock, first come, first served: the multi that deletes the holder's node
+// queues the next chain's behind the other process's, which holds next,
+// and the chain's node is deleted again. The holder's Unlock succeeds
+// (its node is gone by the hand-off, not lost), tokens increase, and no
+// node is left behind.
+func TestHandOffYieldsToAnotherProcessQueued(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	addrs := testenv.ZKAddrs(t)
+	ops := &opCounter{}
+	connA := ops.conn(t)
+	a, b := newLocker(t, connA), newLocker(t, testenv.ZK(t, addrs, 30*time.Second))
+	name := dlocktest.Name(t)
+
+	first, err := a.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lease dlock.Lease
+		err   error
+	}
+	lock := func(l dlock.Locker) <-chan result {
+		got := make(chan result, 1)
+		go func() {
+			lease, err := l.Lock(ctx, name)
+			got <- result{lease, err}
+		}()
+		return got
+	}
+	other := lock(b)
+	waitForNodes(t, escapeName(name), 2) // b's node is queued behind a's
+	next := lock(a)
+	// next waits in a's process, not on the server; give it the moment it
+	// takes to get there.
+	time.Sleep(100 * time.Millisecond)
+
+	multis := ops.count(opMulti)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the hold whose node a hand-off deleted: %v", err)
+	}
+	if n := ops.count(opMulti) - multis; n != 1 {
+		t.Fatalf("%d hand-offs tried at the Unlock, want 1", n)
+	}
+	r := <-other
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case n := <-next:
+		t.Fatalf("the next chain of the releasing process got the lock (%v) while another process held it", n.err)
+	default:
+	}
+	if r.lease.Token() <= first.Token() {
+		t.Errorf("the other process's token %d after the holder's %d", r.lease.Token(), first.Token())
+	}
+	if err := r.lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := <-next
+	if n.err != nil {
+		t.Fatal(n.err)
+	}
+	if n.lease.Token() <= r.lease.Token() {
+		t.Errorf("the next chain's token %d after the other process's %d", n.lease.Token(), r.lease.Token())
+	}
+	if err := n.lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noOrphans(t, connA)
+}
+
+// A hold handed on is the new owner's on the server: Inspect shows its
+// owner and token, and the token is the Czxid of a node that holds.
+func TestHandedOnHoldInspected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	conn := testenv.ZK(t, testenv.ZKAddrs(t), 30*time.Second)
+	l := newLocker(t, conn)
+	name := dlocktest.Name(t)
+	first, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	h, held, err := l.Inspect(ctx, name)
+	if err != nil || !held {
+		t.Fatalf("Inspect after the hand-off: held %v, err %v", held, err)
+	}
+	if h.Token != second.Token() || second.Token() <= first.Token() {
+		t.Errorf("Inspect: token %d; the leases' %d then %d", h.Token, first.Token(), second.Token())
+	}
+	if h.Owner != second.Owner() {
+		t.Errorf("Inspect: owner %q after the hand-off to %q", h.Owner, second.Owner())
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noOrphans(t, conn)
+}
