@@ -28,8 +28,9 @@
 // for the name on the same Locker, one script gives it the lock with a new
 // token (dlock.WithHandOffs): no release, publish and acquire. After
 // dlock.DefaultHandOffs of them in a row the lock is released as usual,
-// so waiters of other processes get their turn. The fair lock does not
-// hand on: its waiters are served in the server's order.
+// so waiters of other processes get their turn. The fair lock hands on
+// the same way while no other process is queued on the server; when one
+// is, the release grants the lock to it, in the server's order.
 //
 // Failover. Redis replicates asynchronously: by default a Sentinel or
 // Cluster failover can lose the grants and renewals the promoted replica

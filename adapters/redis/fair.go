@@ -40,8 +40,10 @@ func WithQueueTimeout(d time.Duration) dlock.Option { return dlock.WithSetting(q
 // that dies leaves it after the queue timeout (WithQueueTimeout), and a
 // grant made to it meanwhile lasts no longer than that timeout.
 // Goroutines of one process queue in the process first, so each fair
-// Locker has at most one entry per name in the server's queue. It does no
-// I/O; client stays the caller's.
+// Locker has at most one entry per name in the server's queue, and a hold
+// that ends while another goroutine of the Locker waits passes straight
+// to it (dlock.WithHandOffs) unless another process is queued on the
+// server. It does no I/O; client stays the caller's.
 //
 // A lease granted by a release counts from the waiter's last request
 // that the server saw before the grant, for the shorter of the TTL and
@@ -95,6 +97,7 @@ var (
 	_ driver.Backend      = (*fairBackend)(nil)
 	_ driver.LiveNotifier = (*fairBackend)(nil)
 	_ driver.Leaver       = (*fairBackend)(nil)
+	_ driver.Transferer   = (*fairBackend)(nil)
 	_ dlock.Inspector     = (*fairBackend)(nil)
 )
 
@@ -154,6 +157,18 @@ func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
 		return fmt.Errorf("%w: %q with token %d was not held", dlock.ErrNotHeld, h.Name, h.Token)
 	}
 	return nil
+}
+
+// Transfer hands h's lock straight to r.Owner, the next call chain of the
+// same Locker, with a new token, in one script, as New's hand-off does;
+// but only while no other waiter is queued on the server. When one is,
+// nothing changes, and the release the Client makes instead grants the
+// lock to that waiter: first come, first served across processes.
+func (b *fairBackend) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	if r.Name != h.Name {
+		return driver.Grant{}, nil
+	}
+	return transferOn(ctx, b.client, 0, 0, fairTransferScript, keysFor(r.Name).fair(), h, r)
 }
 
 // Leave takes r's waiter out of the queue and gives back the lock if a

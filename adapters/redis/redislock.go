@@ -184,8 +184,8 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 
 // handing is New's backend: backend, and a hold can pass straight to the
 // next call chain of the same Locker (driver.Transferer, see
-// dlock.WithHandOffs). NewFair's backend has no such hand-off: its
-// waiters queue on the server, in order, across processes.
+// dlock.WithHandOffs). NewFair's backend hands on too, while no other
+// waiter is queued on the server (see fairBackend.Transfer).
 type handing struct{ *backend }
 
 var _ driver.Transferer = handing{}
@@ -204,7 +204,14 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 		return driver.Grant{}, err
 	}
 	k := keysFor(r.Name)
-	cmd, unconfirmed := runReplicated(ctx, c, b.replicas, b.wait, transferScript, []string{k.lock(), k.fence()},
+	return transferOn(ctx, c, b.replicas, b.wait, transferScript, []string{k.lock(), k.fence()}, h, r)
+}
+
+// transferOn runs a transfer script (scripts/transfer.lua, alone or
+// behind a check) on c with keys, when replicas > 0 acknowledged by that
+// many replicas within wait.
+func transferOn(ctx context.Context, c redis.Scripter, replicas int, wait time.Duration, script *redis.Script, keys []string, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, script, keys,
 		h.Owner, holdOf(h), strconv.FormatUint(h.Token, 10), r.Owner, ms(r.TTL))
 	token, err := cmd.Int64()
 	if err != nil {

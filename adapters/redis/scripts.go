@@ -30,6 +30,8 @@ var (
 	fairReleaseSrc string
 	//go:embed scripts/fair_leave.lua
 	fairLeaveSrc string
+	//go:embed scripts/fair_transfer.lua
+	fairTransferSrc string
 	//go:embed scripts/sem_acquire.lua
 	semAcquireSrc string
 	//go:embed scripts/sem_release.lua
@@ -54,6 +56,8 @@ var (
 	fairAcquireScript = redis.NewScript(tokenSrc + fairQueueSrc + fairAcquireSrc)
 	fairReleaseScript = redis.NewScript(tokenSrc + dropHoldSrc + fairQueueSrc + fairReleaseSrc)
 	fairLeaveScript   = redis.NewScript(tokenSrc + dropHoldSrc + fairQueueSrc + fairLeaveSrc)
+	// fairTransferScript is transferScript behind a check of the queue.
+	fairTransferScript = redis.NewScript(tokenSrc + fairQueueSrc + fairTransferSrc + transferSrc)
 
 	semAcquireScript     = redis.NewScript(tokenSrc + semAcquireSrc)
 	semAvailableScript   = redis.NewScript(semAvailableSrc)
