@@ -107,7 +107,7 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := lockLater(t, ctx, waiter, name)
+	got := testenv.LockLater(t, ctx, waiter, name)
 	admin := client(t, addr)
 	dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 1 }, "the waiter queued")
 	// The attempt that queued the waiter was sent before now, and the
@@ -133,18 +133,4 @@ func TestFairHandedLeaseDeadline(t *testing.T) {
 	if d := time.Until(lease.Deadline()); d < dlock.DefaultTTL/2 {
 		t.Fatalf("after its renewal the lease runs %v more, want about the TTL", d)
 	}
-}
-
-// lockLater starts l.Lock(ctx, name) and returns where its lease comes:
-// nil, with the test marked failed, if it fails.
-func lockLater(t *testing.T, ctx context.Context, l dlock.Locker, name string) <-chan dlock.Lease {
-	got := make(chan dlock.Lease, 1)
-	go func() {
-		lease, err := l.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
-	return got
 }

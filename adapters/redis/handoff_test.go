@@ -4,12 +4,10 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
-	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
@@ -42,70 +40,12 @@ func TestFairHandOff(t *testing.T) {
 // does not pass to the next goroutine of its own Locker: the release
 // grants the lock to the queued process first, in the server's order.
 func TestFairHandOffYieldsToQueuedProcess(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
 	addr := testenv.RedisAddr(t)
-	admin := client(t, addr)
-	c := client(t, addr)
+	admin, c := client(t, addr), client(t, addr)
 	sent := countCommands(c)
-	a, b := newFair(t, c), newFair(t, client(t, addr))
-	name := dlocktest.Name(t)
-
-	first, err := a.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		lease dlock.Lease
-		err   error
-	}
-	lock := func(l dlock.Locker) <-chan result {
-		got := make(chan result, 1)
-		go func() {
-			lease, err := l.Lock(ctx, name)
-			got <- result{lease, err}
-		}()
-		return got
-	}
-	other := lock(b)
-	dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 1 }, "the other process queued")
-	next := lock(a)
-	// next waits in a's process, not on the server; give it the moment it
-	// takes to get there.
-	time.Sleep(100 * time.Millisecond)
-
-	before, _ := sent(ctx)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-other
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if after, _ := sent(ctx); after-before < 2 {
-		t.Errorf("%d requests at the Unlock, want a hand-off tried and a release", after-before)
-	}
-	select {
-	case n := <-next:
-		t.Fatalf("the next goroutine of the releasing process got the lock (%v) ahead of the queued process", n.err)
-	default:
-	}
-	if r.lease.Token() <= first.Token() {
-		t.Errorf("the queued process's token %d after the holder's %d", r.lease.Token(), first.Token())
-	}
-	if err := r.lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := <-next
-	if n.err != nil {
-		t.Fatal(n.err)
-	}
-	if n.lease.Token() <= r.lease.Token() {
-		t.Errorf("the next goroutine's token %d after the queued process's %d", n.lease.Token(), r.lease.Token())
-	}
-	if err := n.lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	testenv.HandOffYields(t, newFair(t, c), newFair(t, client(t, addr)),
+		func(name string) bool { return admin.LLen(context.Background(), "dlock:{"+name+"}:queue").Val() == 1 },
+		func() int64 { n, _ := sent(context.Background()); return n }, 2)
 }
 
 // countCommands counts the commands c sends from now on, pipelined or not

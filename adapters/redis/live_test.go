@@ -71,7 +71,7 @@ func TestWaitOnLiveSubscription(t *testing.T) {
 			dlocktest.Eventually(t, func() bool { return admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() == 0 }, "the queue empty")
 
 			before, _ := sent(ctx)
-			got := lockLater(t, ctx, waiter, name)
+			got := testenv.LockLater(t, ctx, waiter, name)
 			// The waiter's miss, then time for a retry to show: the release
 			// comes only after it, so a wait that sends anything but the
 			// miss before it counts it.

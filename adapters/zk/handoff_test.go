@@ -145,70 +145,15 @@ func TestHandOffLetsAnotherProcessIn(t *testing.T) {
 // (its node is gone by the hand-off, not lost), tokens increase, and no
 // node is left behind.
 func TestHandOffYieldsToAnotherProcessQueued(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	addrs := testenv.ZKAddrs(t)
 	ops := &opCounter{}
-	connA := ops.conn(t)
-	a, b := newLocker(t, connA), newLocker(t, testenv.ZK(t, addrs, 30*time.Second))
-	name := dlocktest.Name(t)
-
-	first, err := a.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		lease dlock.Lease
-		err   error
-	}
-	lock := func(l dlock.Locker) <-chan result {
-		got := make(chan result, 1)
-		go func() {
-			lease, err := l.Lock(ctx, name)
-			got <- result{lease, err}
-		}()
-		return got
-	}
-	other := lock(b)
-	waitForNodes(t, escapeName(name), 2) // b's node is queued behind a's
-	next := lock(a)
-	// next waits in a's process, not on the server; give it the moment it
-	// takes to get there.
-	time.Sleep(100 * time.Millisecond)
-
-	multis := ops.count(opMulti)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock of the hold whose node a hand-off deleted: %v", err)
-	}
-	if n := ops.count(opMulti) - multis; n != 1 {
-		t.Fatalf("%d hand-offs tried at the Unlock, want 1", n)
-	}
-	r := <-other
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	select {
-	case n := <-next:
-		t.Fatalf("the next chain of the releasing process got the lock (%v) while another process held it", n.err)
-	default:
-	}
-	if r.lease.Token() <= first.Token() {
-		t.Errorf("the other process's token %d after the holder's %d", r.lease.Token(), first.Token())
-	}
-	if err := r.lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := <-next
-	if n.err != nil {
-		t.Fatal(n.err)
-	}
-	if n.lease.Token() <= r.lease.Token() {
-		t.Errorf("the next chain's token %d after the other process's %d", n.lease.Token(), r.lease.Token())
-	}
-	if err := n.lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	noOrphans(t, connA)
+	conn := ops.conn(t)
+	testenv.HandOffYields(t, newLocker(t, conn), newLocker(t, testenv.ZK(t, testenv.ZKAddrs(t), 30*time.Second)),
+		func(name string) bool {
+			nodes, _, err := conn.Children(root + "/" + escapeName(name))
+			return err == nil && len(nodes) == 2
+		},
+		func() int64 { return ops.count(opMulti) }, 1)
+	noOrphans(t, conn)
 }
 
 // A hold handed on is the new owner's on the server: Inspect shows its
@@ -223,14 +168,7 @@ func TestHandedOnHoldInspected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan dlock.Lease, 1)
-	go func() {
-		lease, err := l.Lock(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
+	got := testenv.LockLater(t, ctx, l, name)
 	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -174,3 +174,74 @@ func LetsAnotherIn(t *testing.T, busy, other dlock.Locker) {
 	}
 	wg.Wait()
 }
+
+// LockLater starts l.Lock(ctx, name) and returns where its lease comes:
+// nil, with the test marked failed, if it fails.
+func LockLater(t testing.TB, ctx context.Context, l dlock.Locker, name string) <-chan dlock.Lease {
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
+}
+
+// HandOffYields checks that a hold of busy that ends while another
+// process (other) is queued on the server does not pass to the next call
+// chain of busy: other holds next, then that chain, with increasing
+// tokens, and the ending hold's Unlock succeeds. queued reports that
+// other's waiter for name is on the server; requests counts busy's requests, of
+// which the Unlock must send at least tried (a hand-off attempt and what
+// follows it), so the check fails where no hand-off was attempted.
+func HandOffYields(t *testing.T, busy, other dlock.Locker, queued func(name string) bool, requests func() int64, tried int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	first, err := busy.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queuedLease := LockLater(t, ctx, other, name)
+	dlocktest.Eventually(t, func() bool { return queued(name) }, "the other process queued on the server")
+	next := LockLater(t, ctx, busy, name)
+	// next waits in busy's process, not on the server; give it the moment
+	// it takes to get there.
+	time.Sleep(100 * time.Millisecond)
+
+	before := requests()
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the hold that tried a hand-off: %v", err)
+	}
+	if n := requests() - before; n < tried {
+		t.Fatalf("%d requests at the Unlock, want at least %d: no hand-off was tried", n, tried)
+	}
+	got := <-queuedLease
+	if got == nil {
+		t.FailNow()
+	}
+	select {
+	case <-next:
+		t.Fatal("the next chain of the releasing process got the lock ahead of the queued process")
+	default:
+	}
+	if got.Token() <= first.Token() {
+		t.Errorf("the queued process's token %d after the holder's %d", got.Token(), first.Token())
+	}
+	if err := got.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := <-next
+	if last == nil {
+		t.FailNow()
+	}
+	if last.Token() <= got.Token() {
+		t.Errorf("the next chain's token %d after the queued process's %d", last.Token(), got.Token())
+	}
+	if err := last.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
