@@ -113,13 +113,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l }
 // WithHandOffs sets how many times in a row a lock may pass straight from
 // one call chain of a Locker to the next one waiting for it through the
 // same Locker, on backends that can do it in one request (the lock table,
-// advisory locks, Redis's New): the next holder is granted, with a new
-// token, in the request that ends the last hold, instead of a release and
-// an acquire.
+// advisory locks, Redis's New and NewFair, ZooKeeper): the next holder is
+// granted, with a new token, in the request that ends the last hold,
+// instead of a release and an acquire.
 // After n such hand-offs the lock is released through the server as
 // usual, so that waiters of other processes get their turn; the lock
-// table also hands nothing on while the server knows of a waiter in
-// another process. 0 turns hand-offs off. The default is DefaultHandOffs.
+// table, the fair Redis lock and ZooKeeper also hand nothing on while the
+// server knows of a waiter in another process. 0 turns hand-offs off. The
+// default is DefaultHandOffs.
 func WithHandOffs(n int) Option { return func(c *Config) { c.HandOffs = n } }
 
 // NewConfig applies opts over the defaults and validates the result.
