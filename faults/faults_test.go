@@ -1054,6 +1054,39 @@ func toxic(t *testing.T, p *toxiproxy.Proxy, kind string, attributes map[string]
 	}
 }
 
+// TestHandOffsUnderNetworkFaults runs one worker with two call chains on
+// its Locker, so that no other process waits and every backend that can
+// hands each hold straight to the other chain (on the lock table, the
+// fair Redis lock and ZooKeeper only then), while its link gets latency
+// and its connections are reset mid-hand-off. The history is checked as
+// in every run: tokens increase, no grant while the last holder's Done
+// is open, no accepted write lost.
+func TestHandOffsUnderNetworkFaults(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			b.needs(t)
+			r := newRunVia(t, b.name, b.server, 1, envChains+"=2")
+			worker := r.live[0]
+			for range rounds() {
+				r.recordFor(500 * time.Millisecond)
+				heal := toxic(t, worker.proxy, "latency", map[string]int{"latency": 100, "jitter": 50})
+				r.recordFor(2 * time.Second)
+				heal()
+				for range 3 {
+					r.untilBegun(worker.client)
+					toxic(t, worker.proxy, "reset_peer", map[string]int{"timeout": 0})()
+					r.recordFor(500 * time.Millisecond)
+				}
+			}
+			r.untilBegun(worker.client)
+			r.finish()
+			if n := r.withinWorker(); n == 0 {
+				t.Errorf("no grant passed from one chain of the worker to the other")
+			}
+		})
+	}
+}
+
 // TestNetworkFaults puts a proxy between each worker and the lock's
 // server and, per backend: adds latency to every worker's link, resets
 // the holder's connections, then cuts the holder off (its packets are
