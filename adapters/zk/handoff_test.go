@@ -156,12 +156,14 @@ func TestHandOffYieldsToAnotherProcessQueued(t *testing.T) {
 	noOrphans(t, conn)
 }
 
-// A hold handed on is the new owner's on the server: Inspect shows its
-// owner and token, and the token is the Czxid of a node that holds.
+// A hold handed on (one multi request at the Unlock) is the new owner's on
+// the server: Inspect shows its owner and token, and the token is the
+// Czxid of a node that holds.
 func TestHandedOnHoldInspected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	conn := testenv.ZK(t, testenv.ZKAddrs(t), 30*time.Second)
+	ops := &opCounter{}
+	conn := ops.conn(t)
 	l := newLocker(t, conn)
 	name := dlocktest.Name(t)
 	first, err := l.Lock(ctx, name)
@@ -170,10 +172,14 @@ func TestHandedOnHoldInspected(t *testing.T) {
 	}
 	got := testenv.LockLater(t, ctx, l, name)
 	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
+	before := ops.count(opCreate, opDelete, opMulti)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	second := <-got
+	if n, multis := ops.count(opCreate, opDelete, opMulti)-before, ops.count(opMulti); n != 1 || multis != 1 {
+		t.Fatalf("%d writes from the Unlock to the next hold, %d of them multis; want the one multi of a hand-off", n, multis)
+	}
 	if second == nil {
 		t.FailNow()
 	}
