@@ -116,19 +116,27 @@ func TestGrantToAGoneWaiterIsGivenBack(t *testing.T) {
 	pid := queued(t, ctx, admin, other, 1)[0]
 
 	first := hold(t, ctx, name)
-	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
-		VALUES ($1, $2, now(), now() + interval '1 minute', true, 'gone#0123456789abcdef', 60000000, 1)`, name, pid); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
-	})
+	queueByHand(t, ctx, admin, name, pid, "gone#0123456789abcdef", time.Minute)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if token := lockedOnce(t, ctx, newLocker(t, admin), name, "the grant to the gone waiter was given back"); token <= first.Token()+1 {
 		t.Errorf("token %d after a grant with token %d", token, first.Token()+1)
 	}
+}
+
+// queueByHand queues owner of process pid for name, with a TTL of a
+// minute and one attempt, for place (what is left of the process's place
+// in the queue), as a failed attempt would; the row goes when t ends.
+func queueByHand(t *testing.T, ctx context.Context, admin *sql.DB, name string, pid int64, owner string, place time.Duration) {
+	t.Helper()
+	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
+		VALUES ($1, $2, now(), now() + $4 * interval '1 microsecond', true, $3, 60000000, 1)`, name, pid, owner, place.Microseconds()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
+	})
 }
 
 // lockedOnce tries l.TryLock until it takes name, which it then unlocks,
@@ -229,13 +237,7 @@ func TestGrantToAFrozenProcessEndsWithItsPlace(t *testing.T) {
 	admin := testenv.Postgres(t)
 	pid, _ := listening(t, admin, "frozen_process", name) // a live session that never answers
 	first := hold(t, ctx, name)
-	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
-		VALUES ($1, $2, now(), now() + interval '1 second', true, 'frozen#0123456789abcdef', 60000000, 1)`, name, int64(pid)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
-	})
+	queueByHand(t, ctx, admin, name, int64(pid), "frozen#0123456789abcdef", time.Second)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
