@@ -39,13 +39,7 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	next := waitFor(ctx, newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute)), name)
 	queued(t, ctx, admin, name, 1)
 	n0 := quiesced(ctx, &count)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the queued waiter did not get the lock")
-	}
+	lease := handedOn(t, ctx, first, next, "queued for a grant")
 	defer func() { _ = lease.Unlock(ctx) }()
 	if n, _ := count.Requests()(ctx); n != n0 {
 		t.Errorf("the waiter's process sent %d statements to take a granted lock, want 0", n-n0)
@@ -62,6 +56,43 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	}
 	if queued := queuedNow(t, ctx, admin, name); len(queued) != 0 {
 		t.Fatalf("the granted process is still queued: %v", queued)
+	}
+}
+
+// A waiter in a process whose LISTEN connection is already up queues
+// with its first attempt, and a release grants it the lock: one
+// statement from the wait to the hold. (Without a live connection the
+// first attempt misses unqueued, the waiter subscribes, and a second
+// attempt queues it.)
+func TestWaiterQueuesWithItsFirstAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	var count testenv.PGCounter
+	l := newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute))
+
+	// A first wait brings the process's LISTEN connection up; it stays up
+	// after (listenerIdle).
+	earlier := hold(t, ctx, name+"/earlier")
+	got := waitFor(ctx, l, name+"/earlier")
+	queued(t, ctx, admin, name+"/earlier", 1)
+	if err := handedOn(t, ctx, earlier, got, "in the first wait").Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	first := hold(t, ctx, name)
+	n0 := quiesced(ctx, &count)
+	next := waitFor(ctx, l, name)
+	queued(t, ctx, admin, name, 1)
+	n1 := quiesced(ctx, &count)
+	lease := handedOn(t, ctx, first, next, "queued by its first attempt")
+	defer func() { _ = lease.Unlock(ctx) }()
+	if n, _ := count.Requests()(ctx); n1-n0 != 1 || n != n1 {
+		t.Errorf("the waiter sent %d statements to queue and %d to take its grant, want 1 and 0", n1-n0, n-n1)
+	}
+	if lease.Token() <= first.Token() {
+		t.Errorf("granted token %d, not above the last holder's %d", lease.Token(), first.Token())
 	}
 }
 

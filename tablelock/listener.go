@@ -124,6 +124,42 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 		l.mu.Unlock()
 		return nil, nil, errors.New("tablelock: listener closed")
 	}
+	ch, cancel := l.add(name, owner)
+	if l.gen == nil {
+		l.start()
+	}
+	gen := l.gen
+	l.mu.Unlock()
+
+	select {
+	case <-gen.ready:
+	case <-ctx.Done():
+		cancel()
+		return nil, nil, ctx.Err()
+	}
+	if gen.err != nil {
+		cancel()
+		return nil, nil, gen.err
+	}
+	return ch, cancel, nil
+}
+
+// subscribeLive is subscribe when LISTEN is already in effect (another
+// waiter of the process uses the connection, or one did within
+// listenerIdle); otherwise it registers nothing and returns ok false.
+func (l *listener) subscribeLive(name, owner string) (<-chan struct{}, func(), bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.gen == nil || !isClosedReady(l.gen.ready) || l.gen.err != nil {
+		return nil, nil, false
+	}
+	ch, cancel := l.add(name, owner)
+	return ch, cancel, true
+}
+
+// add registers a waiter for name by owner and keeps the connection from
+// closing while it waits. l.mu must be held.
+func (l *listener) add(name, owner string) (<-chan struct{}, func()) {
 	ch, removeWaiter := l.hub.Add(name)
 	if l.waits == nil {
 		l.waits = map[string]*ownerWait{}
@@ -152,25 +188,8 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 		l.idle.Stop()
 		l.idle = nil
 	}
-	if l.gen == nil {
-		l.start()
-	}
-	gen := l.gen
-	l.mu.Unlock()
-
 	var once sync.Once
-	cancel := func() { once.Do(func() { l.unsubscribe(remove) }) }
-	select {
-	case <-gen.ready:
-	case <-ctx.Done():
-		cancel()
-		return nil, nil, ctx.Err()
-	}
-	if gen.err != nil {
-		cancel()
-		return nil, nil, gen.err
-	}
-	return ch, cancel, nil
+	return ch, func() { once.Do(func() { l.unsubscribe(remove) }) }
 }
 
 // registration tells an acquire attempt for name by owner how to keep its

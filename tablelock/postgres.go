@@ -421,11 +421,12 @@ func (p *postgres) registration(r driver.Request) registration {
 }
 
 var (
-	_ driver.Backend    = (*postgres)(nil)
-	_ driver.Notifier   = (*postgres)(nil)
-	_ driver.Transferer = (*postgres)(nil)
-	_ driver.Leaver     = (*postgres)(nil)
-	_ dlock.Inspector   = (*postgres)(nil)
+	_ driver.Backend      = (*postgres)(nil)
+	_ driver.Notifier     = (*postgres)(nil)
+	_ driver.LiveNotifier = (*postgres)(nil)
+	_ driver.Transferer   = (*postgres)(nil)
+	_ driver.Leaver       = (*postgres)(nil)
+	_ dlock.Inspector     = (*postgres)(nil)
 )
 
 func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -575,4 +576,14 @@ func (p *postgres) Subscribe(ctx context.Context, r driver.Request) (<-chan stru
 		return nil, nil, fmt.Errorf("tablelock: no room in a pool of one connection for LISTEN: %w", errors.ErrUnsupported)
 	}
 	return p.listener.subscribe(ctx, r.Name, r.Owner)
+}
+
+// SubscribeLive is Subscribe while the process's LISTEN connection is up:
+// then a waiter's first attempt already queues the process, and a miss
+// waits for its grant with no second attempt.
+func (p *postgres) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	if p.listener == nil || p.db.Stats().MaxOpenConnections == 1 {
+		return nil, nil, false
+	}
+	return p.listener.subscribeLive(r.Name, r.Owner)
 }

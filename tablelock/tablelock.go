@@ -89,11 +89,12 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend    = (*backend)(nil)
-	_ driver.Notifier   = (*backend)(nil)
-	_ driver.Transferer = (*backend)(nil)
-	_ driver.Leaver     = (*backend)(nil)
-	_ dlock.Inspector   = (*backend)(nil)
+	_ driver.Backend      = (*backend)(nil)
+	_ driver.Notifier     = (*backend)(nil)
+	_ driver.LiveNotifier = (*backend)(nil)
+	_ driver.Transferer   = (*backend)(nil)
+	_ driver.Leaver       = (*backend)(nil)
+	_ dlock.Inspector     = (*backend)(nil)
 )
 
 func (b *backend) get(ctx context.Context) (dialectBackend, error) {
@@ -202,6 +203,18 @@ func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struc
 		return n.Subscribe(ctx, r)
 	}
 	return nil, nil, fmt.Errorf("tablelock: push wake-ups on MySQL: %w", errors.ErrUnsupported)
+}
+
+// SubscribeLive subscribes with no I/O once the dialect is known and
+// PostgreSQL's LISTEN connection is up (see postgres.SubscribeLive).
+func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	b.mu.Lock()
+	d := b.d
+	b.mu.Unlock()
+	if n, ok := d.(driver.LiveNotifier); ok {
+		return n.SubscribeLive(r)
+	}
+	return nil, nil, false
 }
 
 func schemaHint(err error) error { return sqldialect.SchemaHint(err) }
