@@ -168,6 +168,8 @@ func (b *fairBackend) Transfer(ctx context.Context, h driver.Hold, r driver.Requ
 	if r.Name != h.Name {
 		return driver.Grant{}, nil
 	}
+	// No replicas to wait for: NewFair takes no WithReplicas, and its
+	// other scripts wait for none either.
 	return transferOn(ctx, b.client, 0, 0, fairTransferScript, keysFor(r.Name).fair(), h, r)
 }
 
