@@ -34,6 +34,14 @@
 // can expire the session; the default TTL of 30s suits a session timeout
 // of 30s or more.
 //
+// A go-zookeeper v1.0.4 connection can stop for good after a reconnect
+// whose first write fails (a server that drops the connection just after
+// the handshake, as a follower does when it loses its leader): its loop
+// blocks (go-zookeeper/zk pull request 163) and its state stays
+// StateDisconnected. dlock's calls still return with their contexts and
+// holders' Done close at their deadlines; replace a *zk.Conn that stays
+// disconnected for longer than its session timeout.
+//
 // Failover. ZooKeeper commits every write on a quorum of the ensemble
 // before it answers, so a new leader has every lock node a holder was
 // told it has: a member or leader lost leaves locks and tokens as they

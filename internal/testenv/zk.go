@@ -20,14 +20,26 @@ func ZK(t testing.TB, addrs []string, sessionTimeout time.Duration) *zk.Conn {
 	if err != nil {
 		Unavailable(t, "ZooKeeper", strings.Join(addrs, ","), "DLOCK_ZK_ADDRS", err)
 	}
-	t.Cleanup(conn.Close)
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		conn.Close()
+		close(stop)
+	})
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
-				go func() { // keep the channel drained
-					for range events {
+				go func() { // keep the channel drained until the clean-up
+					for {
+						select {
+						case _, ok := <-events:
+							if !ok {
+								return
+							}
+						case <-stop:
+							return
+						}
 					}
 				}()
 				return conn
