@@ -125,7 +125,50 @@ func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 	if b, ok := w.c.backend.(driver.Blocker); ok && w.req.Wait {
 		w.blocking, call = true, b.AcquireWait
 	}
+	if !w.blocking && w.c.boundsCalls() {
+		if g, ok, err := w.c.callInline(ctx, w.req, call); ok {
+			return g, err
+		}
+	}
 	return w.c.call(ctx, w.req, call)
+}
+
+// boundsCalls reports whether the backend's calls keep their ctx's
+// deadline (driver.DeadlineBound), so they may run on the caller's
+// goroutine.
+func (c *Client) boundsCalls() bool {
+	b, ok := c.backend.(driver.DeadlineBound)
+	return ok && b.BoundsCalls()
+}
+
+// callInline is call on the caller's goroutine, for a backend whose calls
+// keep their ctx's deadline: it saves handing the request to a worker and
+// its result back. The call gets CancelMargin at most, so a ctx cancelled
+// meanwhile (which such a backend does not watch, only deadlines) is
+// honoured within that margin, as call honours it. ok is false when that
+// bound ran out with ctx still live, the request's outcome unknown: a slow
+// server, which the caller waits for through call, making the request
+// again (an attempt is idempotent for its hold).
+func (c *Client) callInline(ctx context.Context, r driver.Request, call func(context.Context, driver.Request) (driver.Grant, error)) (g driver.Grant, ok bool, err error) {
+	done := c.started() // Close waits for it, as for call's goroutine
+	defer done()
+	limit := time.Now().Add(CancelMargin)
+	own := true // the bound is limit, not ctx's own deadline
+	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
+		own = false
+	}
+	bound, cancel := context.WithDeadline(ctx, limit)
+	g, err = call(bound, r)
+	cancel()
+	// The driver's deadline and ctx's timer do not fire at the same
+	// instant: the clock tells whether the bound ran out.
+	if err != nil && own && ctx.Err() == nil && !time.Now().Before(limit) {
+		return driver.Grant{}, false, nil
+	}
+	if err != nil {
+		c.cleanupWithin(ctx, r, g, err)
+	}
+	return g, true, err
 }
 
 // call runs call, a request that may grant r (an attempt, a hand-off),

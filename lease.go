@@ -104,9 +104,15 @@ func (l *lease) Unlock(ctx context.Context) error {
 	c.mu.Unlock()
 
 	var result <-chan error
-	if quick {
-		result = c.releaseAsync(h)
-	} else {
+	switch {
+	case quick && ctx.Err() == nil && c.boundsCalls():
+		if done, err := c.releaseInline(ctx, h); done {
+			return err
+		}
+		result = c.releaseAsync(h, true)
+	case quick:
+		result = c.releaseAsync(h, false)
+	default:
 		r := make(chan error, 1)
 		c.background(func() {
 			<-h.watched

@@ -36,7 +36,11 @@ func (c *Client) release(h *hold) error { return c.released(h, c.releaseOnce(h))
 // backend call does) is a timer that takes over only if the request is
 // late, where release would wait on a goroutine of its own: Unlock hands
 // its work to one goroutine instead of two. Close waits for the result.
-func (c *Client) releaseAsync(h *hold) <-chan error {
+//
+// unknown says an earlier request for h timed out with its outcome
+// unknown while h was live by the client's deadline: then "not held"
+// means that request released h, and counts as done.
+func (c *Client) releaseAsync(h *hold, unknown bool) <-chan error {
 	result := make(chan error, 1)
 	done := c.started()
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
@@ -44,6 +48,9 @@ func (c *Client) releaseAsync(h *hold) <-chan error {
 	report := func(err error) { // once: by the request, or by the bound
 		if reported.CompareAndSwap(false, true) {
 			cancel()
+			if unknown && errors.Is(err, ErrNotHeld) {
+				err = nil
+			}
 			result <- c.released(h, err)
 			done()
 		}
@@ -55,6 +62,41 @@ func (c *Client) releaseAsync(h *hold) <-chan error {
 		report(err) // a late result is dropped: the bound has reported
 	})
 	return result
+}
+
+// releaseInline is the release of an Unlock on the caller's goroutine,
+// for a backend whose calls keep their ctx's deadline
+// (driver.DeadlineBound): no worker in between. The request is detached
+// from ctx's cancellation (one cut midway leaves its outcome unknown) and
+// gets CancelMargin at most, or until ctx's deadline: Unlock still returns
+// within that margin of a cancellation. done is false when the margin ran
+// out with ctx and h live (a slow server): the caller goes on through a
+// worker (releaseAsync, the first request's outcome unknown).
+func (c *Client) releaseInline(ctx context.Context, h *hold) (done bool, err error) {
+	finished := c.started()
+	defer finished()
+	c.mu.Lock()
+	sent := time.Now()
+	live := sent.Before(h.deadline) // no "not held" but ours, see releaseAsync
+	c.mu.Unlock()
+	limit, own := sent.Add(CancelMargin), true
+	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
+		limit, own = d, false
+	}
+	rctx, cancel := context.WithDeadline(context.Background(), limit)
+	err = c.backend.Release(rctx, h.Hold)
+	cancel()
+	if err == nil || errors.Is(err, ErrNotHeld) || time.Now().Before(limit) {
+		return true, c.released(h, err)
+	}
+	if own && live && ctx.Err() == nil {
+		return false, nil
+	}
+	c.releaseLater(h, err)
+	if !own { // ctx's deadline cut it
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return true, fmt.Errorf("dlock: unlock %q: the release goes on in the background: %w", h.Name, err)
 }
 
 // released settles h after a release request that returned err, and

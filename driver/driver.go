@@ -16,7 +16,8 @@
 //     waiters itself), Leaver (a queue the waiter must leave),
 //     NameChecker (names it cannot take), SessionBound (holds end with a
 //     session, not at a TTL), Transferer (a hold can pass to a new owner
-//     in one request), and dlock.Inspector and dlock.Identifier.
+//     in one request), DeadlineBound (its calls keep their ctx's
+//     deadline), and dlock.Inspector and dlock.Identifier.
 //  2. Assert each at compile time: var _ driver.Backend = (*T)(nil).
 //  3. Wrap it in a Locker that embeds *dlock.Client (dlock.NewClient(b,
 //     opts...)); take the backend's own settings as dlock.Options built
@@ -134,6 +135,22 @@ type Notifier interface {
 	// release that happens after it; Client tries again right after it.
 	// cancel ends the subscription. ctx governs the setup only.
 	Subscribe(ctx context.Context, r Request) (wake <-chan struct{}, cancel func(), err error)
+}
+
+// DeadlineBound is implemented by a backend whose calls return by their
+// ctx's deadline, within moments, whatever the server or the link does:
+// its driver sets its I/O deadlines from ctx, waits for a connection no
+// longer, and does not retry past it. Client then makes the short calls
+// (an attempt that does not wait on the server; the release of an Unlock
+// whose ctx cannot end) on the caller's goroutine, each under a deadline
+// of its own, instead of handing each to a goroutine it can leave behind
+// when ctx ends. Acquire must be idempotent for a hold: an attempt that
+// ran out of its own deadline with the caller's ctx still live is made
+// again.
+type DeadlineBound interface {
+	// BoundsCalls reports whether that holds for the backend as
+	// configured; Client asks before each call.
+	BoundsCalls() bool
 }
 
 // LiveNotifier is a Notifier that can tell, with no I/O, that wake-ups

@@ -8,6 +8,17 @@
 // Cluster slot. Scripts are embedded Lua run with EVALSHA (EVAL on
 // NOSCRIPT).
 //
+// Contexts. go-redis watches no ctx by default, so dlock hands each of its
+// requests to a goroutine it can leave behind when ctx ends. Give New a
+// *redis.Client with ContextTimeoutEnabled and go-redis sets each
+// command's read and write deadlines from ctx: then New's Lock attempts
+// and Unlock's release run on the caller's goroutine, each under
+// dlock.CancelMargin at most (a cancelled ctx, which go-redis does not
+// watch, still ends a Lock or Unlock within that margin), and an
+// uncontended lock and unlock take about a seventh less time (see
+// README). The fair lock, Redlock, cluster and ring clients, and
+// WithReplicas keep the hand-over.
+//
 // Waiters of one Locker share one pub/sub connection. A release publishes
 // on the lock's channel; each waiter also wakes when the holder's TTL runs
 // out, so a holder that died never stalls anyone.

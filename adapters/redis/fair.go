@@ -86,6 +86,12 @@ type fairBackend struct {
 	channel string
 }
 
+// BoundsCalls is false: the fair lock's requests go through dlock's
+// workers whatever the client (see the package doc on contexts). A fair
+// attempt that timed out may have queued the waiter; making it again is
+// not an idempotent retry this package vouches for.
+func (b *fairBackend) BoundsCalls() bool { return false }
+
 func newFairBackend(client redis.UniversalClient, n *notifierRef, queueTimeout time.Duration) *fairBackend {
 	return &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: queueTimeout, channel: randomID()}
 }

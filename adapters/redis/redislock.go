@@ -75,10 +75,23 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend      = (*backend)(nil)
-	_ driver.LiveNotifier = (*backend)(nil)
-	_ dlock.Inspector     = (*backend)(nil)
+	_ driver.Backend       = (*backend)(nil)
+	_ driver.LiveNotifier  = (*backend)(nil)
+	_ driver.DeadlineBound = (*backend)(nil)
+	_ dlock.Inspector      = (*backend)(nil)
 )
+
+// BoundsCalls reports whether the client keeps each command's ctx
+// deadline: a *redis.Client (one server, or Sentinel's failover client)
+// with ContextTimeoutEnabled, which sets its reads' and writes' deadlines
+// from ctx. Then dlock runs attempts and releases on the caller's
+// goroutine. Not with WithReplicas, whose grants wait for replicas within
+// a bound of their own; not for cluster and ring clients, whose
+// redirections and shard look-ups this package does not vouch for.
+func (b *backend) BoundsCalls() bool {
+	c, ok := b.client.(*redis.Client)
+	return ok && b.replicas == 0 && c.Options().ContextTimeoutEnabled
+}
 
 // holdOf is h's hold id: its Handle, or for the release of an acquire
 // whose outcome is unknown (nil Handle), the owner id the acquire used.

@@ -131,6 +131,59 @@ func TestLostReplyLeavesNothing(t *testing.T) {
 	}
 }
 
+// A client with ContextTimeoutEnabled keeps each command's ctx deadline,
+// so dlock makes its requests on the caller's goroutine; go-redis does
+// not watch a cancellation. A Lock whose reply is held back still returns
+// within CancelMargin of its ctx's cancellation, and the hold taken on its
+// behalf is given back.
+func TestContextTimeoutsLockHonoursCancel(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	p := testenv.NewProxy(t, addr)
+	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { via.Close() })
+	cut := newLocker(t, via)
+	name := dlocktest.Name(t)
+	ctx := context.Background()
+	if err := via.Ping(ctx).Err(); err != nil { // connect first
+		t.Fatal(err)
+	}
+	p.HoldReplies()
+	cancellable, cancel := context.WithCancel(ctx)
+	cancelled := make(chan time.Time, 1)
+	timer := time.AfterFunc(50*time.Millisecond, func() {
+		cancelled <- time.Now()
+		cancel()
+	})
+	defer timer.Stop()
+	_, err := cut.Lock(cancellable, name)
+	returned := time.Now()
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with its reply held back, cancelled: %v, want ErrNotAcquired and Canceled", err)
+	}
+	if late := returned.Sub(<-cancelled); late > dlock.CancelMargin+time.Second {
+		t.Fatalf("Lock returned %v after its ctx was cancelled; the margin is %v", late, dlock.CancelMargin)
+	}
+	p.Restore()
+	wait, stop := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
+	defer stop()
+	lease, err := newLocker(t, client(t, addr)).Lock(wait, name)
+	if err != nil {
+		t.Fatalf("another owner after the cancelled Lock: %v", err)
+	}
+	lease.Unlock(ctx)
+}
+
+func TestConformanceContextTimeouts(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			return newLocker(t, c, opts...)
+		},
+	})
+}
+
 // bsm/redislock's TestLock_Release_not_own: the lock key overwritten
 // behind the holder's back (another type). Unlock says the lease had
 // ended, instead of failing with WRONGTYPE and retrying.

@@ -1,0 +1,215 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
+)
+
+// bounded is memory behind a driver that keeps each call's ctx deadline
+// and watches nothing else, as go-redis with ContextTimeoutEnabled does:
+// a call on a frozen server returns at its deadline, not when its ctx is
+// cancelled, with nothing done.
+type bounded struct {
+	*memory
+	acquires    atomic.Int32
+	slow        atomic.Int32 // how many of the next attempts run out their deadline
+	lostReplies atomic.Int32 // how many of the next releases run out their deadline after releasing
+}
+
+var _ driver.DeadlineBound = (*bounded)(nil)
+
+func (b *bounded) BoundsCalls() bool { return true }
+
+// stall waits while the server is frozen, up to ctx's deadline.
+func (b *bounded) stall(ctx context.Context) error {
+	b.mu.Lock()
+	hang := b.hang
+	b.mu.Unlock()
+	d, ok := ctx.Deadline()
+	if hang == nil || !ok {
+		return nil
+	}
+	select {
+	case <-hang:
+		return nil
+	case <-time.After(time.Until(d)):
+		return context.DeadlineExceeded
+	}
+}
+
+func (b *bounded) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	b.acquires.Add(1)
+	if b.slow.Add(-1) >= 0 {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return driver.Grant{}, errors.New("an attempt with no deadline")
+		}
+		time.Sleep(time.Until(d))
+		return driver.Grant{}, context.DeadlineExceeded
+	}
+	if err := b.stall(ctx); err != nil {
+		return driver.Grant{}, err
+	}
+	return b.memory.Acquire(ctx, r)
+}
+
+func (b *bounded) Release(ctx context.Context, h driver.Hold) error {
+	if err := b.stall(ctx); err != nil {
+		return err
+	}
+	err := b.memory.Release(ctx, h)
+	if b.lostReplies.Add(-1) >= 0 {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return errors.New("a release with no deadline")
+		}
+		time.Sleep(time.Until(d))
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// With a backend that keeps its calls' deadlines, an uncontended Lock and
+// its Unlock make their requests on the caller's goroutine: no worker
+// starts. With any other backend they do.
+func TestDeadlineBoundCallsRunInline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		backend driver.Backend
+		inline  bool
+	}{
+		{"bounded", &bounded{memory: newMemory()}, true},
+		{"unbounded", newMemory(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, tc.backend)
+			workers := dlock.CountWorkers(c)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for range 10 {
+				lease, err := c.Lock(ctx, "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := workers.Load(); (n == 0) != tc.inline {
+				t.Fatalf("%d workers started for 10 Lock/Unlock cycles; want none: %v", n, tc.inline)
+			}
+		})
+	}
+}
+
+// The caller's goroutine makes the request, so a cancelled ctx cannot cut
+// it short; the request's own deadline, CancelMargin away, does. Lock on a
+// frozen server returns within that margin of its ctx's cancellation, and
+// leaves nothing held.
+func TestDeadlineBoundLockHonoursCancel(t *testing.T) {
+	b := &bounded{memory: newMemory()}
+	c := newClient(t, b)
+	b.freeze()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancelled <- time.Now()
+		cancel()
+	}()
+	_, err := c.Lock(ctx, "x")
+	returned := time.Now()
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock on a frozen server, cancelled: %v, want ErrNotAcquired and Canceled", err)
+	}
+	if late := returned.Sub(<-cancelled); late > dlock.CancelMargin+time.Second {
+		t.Fatalf("Lock returned %v after its ctx was cancelled; the margin is %v", late, dlock.CancelMargin)
+	}
+	b.thaw()
+	lease, err := newClient(t, b).TryLock(context.Background(), "x")
+	if err != nil {
+		t.Fatalf("another owner after the cancelled Lock: %v", err)
+	}
+	lease.Unlock(context.Background())
+}
+
+// A request that runs out its own deadline while the caller's ctx is
+// live found a slow server, not a caller that gave up: Lock makes it
+// again and gets the lock.
+func TestDeadlineBoundSlowAttemptIsRetried(t *testing.T) {
+	b := &bounded{memory: newMemory()}
+	c := newClient(t, b)
+	b.slow.Store(1)
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatalf("Lock after one attempt ran out its deadline: %v", err)
+	}
+	defer lease.Unlock(context.Background())
+	if n := b.acquires.Load(); n != 2 {
+		t.Fatalf("%d attempts, want 2 (the slow one and its retry)", n)
+	}
+}
+
+// A release whose reply is late past its own deadline, ctx still live:
+// Unlock asks again through a worker, and "not held" then means the first
+// request released the lock. Unlock reports success, and the lock is free.
+func TestDeadlineBoundSlowReleaseIsRetried(t *testing.T) {
+	b := &bounded{memory: newMemory()}
+	c := newClient(t, b)
+	ctx := context.Background()
+	lease, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.lostReplies.Store(1)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock whose first reply was lost: %v", err)
+	}
+	other, err := newClient(t, b).TryLock(ctx, "x")
+	if err != nil {
+		t.Fatalf("another owner after the Unlock: %v", err)
+	}
+	other.Unlock(ctx)
+}
+
+// Unlock on a frozen server, its ctx cancelled: it returns within
+// CancelMargin of the cancellation, and the release goes on in the
+// background once the server answers.
+func TestDeadlineBoundUnlockHonoursCancel(t *testing.T) {
+	b := &bounded{memory: newMemory()}
+	c := newClient(t, b)
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.freeze()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancelled <- time.Now()
+		cancel()
+	}()
+	err = lease.Unlock(ctx)
+	returned := time.Now()
+	if err == nil {
+		t.Fatal("Unlock on a frozen server reported success")
+	}
+	if late := returned.Sub(<-cancelled); late > dlock.CancelMargin+time.Second {
+		t.Fatalf("Unlock returned %v after its ctx was cancelled; the margin is %v", late, dlock.CancelMargin)
+	}
+	b.thaw()
+	wait, stop := context.WithTimeout(context.Background(), 2*dlock.DefaultReleaseTimeout)
+	defer stop()
+	other, err := newClient(t, b).Lock(wait, "x")
+	if err != nil {
+		t.Fatalf("another owner after the background release: %v", err)
+	}
+	other.Unlock(context.Background())
+}
