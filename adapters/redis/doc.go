@@ -15,7 +15,7 @@
 // and Unlock's release run on the caller's goroutine, each under
 // dlock.CancelMargin at most (a cancelled ctx, which go-redis does not
 // watch, still ends a Lock or Unlock within that margin), and an
-// uncontended lock and unlock take about a seventh less time (see
+// uncontended lock and unlock take about 15% less time (see
 // README). The fair lock, Redlock, cluster and ring clients, and
 // WithReplicas keep the hand-over.
 //
