@@ -116,13 +116,7 @@ func TestDeadlineBoundLockHonoursCancel(t *testing.T) {
 	b := &bounded{memory: newMemory()}
 	c := newClient(t, b)
 	b.freeze()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancelled := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		cancelled <- time.Now()
-		cancel()
-	}()
+	ctx, cancelled := cancelSoon()
 	_, err := c.Lock(ctx, "x")
 	returned := time.Now()
 	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
@@ -189,13 +183,7 @@ func TestDeadlineBoundUnlockHonoursCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.freeze()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancelled := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		cancelled <- time.Now()
-		cancel()
-	}()
+	ctx, cancelled := cancelSoon()
 	err = lease.Unlock(ctx)
 	returned := time.Now()
 	if err == nil {
@@ -212,4 +200,15 @@ func TestDeadlineBoundUnlockHonoursCancel(t *testing.T) {
 		t.Fatalf("another owner after the background release: %v", err)
 	}
 	other.Unlock(context.Background())
+}
+
+// cancelSoon returns a context cancelled 50ms from now, and when it was.
+func cancelSoon() (context.Context, <-chan time.Time) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan time.Time, 1)
+	time.AfterFunc(50*time.Millisecond, func() {
+		cancelled <- time.Now()
+		cancel()
+	})
+	return ctx, cancelled
 }
