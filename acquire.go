@@ -152,11 +152,7 @@ func (c *Client) boundsCalls() bool {
 func (c *Client) callInline(ctx context.Context, r driver.Request, call func(context.Context, driver.Request) (driver.Grant, error)) (g driver.Grant, ok bool, err error) {
 	done := c.started() // Close waits for it, as for call's goroutine
 	defer done()
-	limit := time.Now().Add(CancelMargin)
-	own := true // the bound is limit, not ctx's own deadline
-	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
-		own = false
-	}
+	limit, own := inlineBound(ctx, time.Now())
 	bound, cancel := context.WithDeadline(ctx, limit)
 	g, err = call(bound, r)
 	cancel()
@@ -169,6 +165,18 @@ func (c *Client) callInline(ctx context.Context, r driver.Request, call func(con
 		c.cleanupWithin(ctx, r, g, err)
 	}
 	return g, true, err
+}
+
+// inlineBound is when a request made on the caller's goroutine at now
+// must end: CancelMargin later, or at ctx's deadline if that is sooner.
+// own is true when the bound is not ctx's deadline: a request that ran
+// out of it with ctx live met a slow server.
+func inlineBound(ctx context.Context, now time.Time) (limit time.Time, own bool) {
+	limit = now.Add(CancelMargin)
+	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
+		return d, false
+	}
+	return limit, true
 }
 
 // call runs call, a request that may grant r (an attempt, a hand-off),

@@ -79,10 +79,7 @@ func (c *Client) releaseInline(ctx context.Context, h *hold) (done bool, err err
 	sent := time.Now()
 	live := sent.Before(h.deadline) // no "not held" but ours, see releaseAsync
 	c.mu.Unlock()
-	limit, own := sent.Add(CancelMargin), true
-	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
-		limit, own = d, false
-	}
+	limit, own := inlineBound(ctx, sent)
 	rctx, cancel := context.WithDeadline(context.Background(), limit)
 	err = c.backend.Release(rctx, h.Hold)
 	cancel()

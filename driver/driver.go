@@ -141,12 +141,13 @@ type Notifier interface {
 // ctx's deadline, within moments, whatever the server or the link does:
 // its driver sets its I/O deadlines from ctx, waits for a connection no
 // longer, and does not retry past it. Client then makes the short calls
-// (an attempt that does not wait on the server; the release of an Unlock
-// whose ctx cannot end) on the caller's goroutine, each under a deadline
-// of its own, instead of handing each to a goroutine it can leave behind
-// when ctx ends. Acquire must be idempotent for a hold: an attempt that
-// ran out of its own deadline with the caller's ctx still live is made
-// again.
+// (an attempt that does not wait on the server; Unlock's release) on the
+// caller's goroutine, each under dlock.CancelMargin or ctx's deadline,
+// whichever is sooner, instead of handing each to a goroutine it can
+// leave behind when ctx ends. A request that ran out of CancelMargin with
+// the caller's ctx still live is made again through such a goroutine, so
+// Acquire must be idempotent for a hold, and a Release that finds the
+// hold gone after one whose outcome was unknown counts as done.
 type DeadlineBound interface {
 	// BoundsCalls reports whether that holds for the backend as
 	// configured; Client asks before each call.
