@@ -20,3 +20,9 @@ func NewFairBackend(c redis.UniversalClient, queueTimeout time.Duration) (FairBa
 	n := notifierFor(c)
 	return newFairBackend(c, n, queueTimeout), func() { _ = n.release() }
 }
+
+// BoundsCalls is what New's backend on c, waiting for replicas, tells
+// dlock about its calls' deadlines (driver.DeadlineBound).
+func BoundsCalls(c redis.UniversalClient, replicas int) bool {
+	return (&backend{client: c, replicas: replicas}).BoundsCalls()
+}
