@@ -38,8 +38,9 @@ func (c *Client) release(h *hold) error { return c.released(h, c.releaseOnce(h))
 // its work to one goroutine instead of two. Close waits for the result.
 //
 // unknown says an earlier request for h timed out with its outcome
-// unknown while h was live by the client's deadline: then "not held"
-// means that request released h, and counts as done.
+// unknown: then "not held", when it comes before h's client-side
+// deadline (so before the server can have expired h), means that request
+// released h, and counts as done.
 func (c *Client) releaseAsync(h *hold, unknown bool) <-chan error {
 	result := make(chan error, 1)
 	done := c.started()
@@ -48,7 +49,7 @@ func (c *Client) releaseAsync(h *hold, unknown bool) <-chan error {
 	report := func(err error) { // once: by the request, or by the bound
 		if reported.CompareAndSwap(false, true) {
 			cancel()
-			if unknown && errors.Is(err, ErrNotHeld) {
+			if unknown && errors.Is(err, ErrNotHeld) && c.beforeDeadline(h) {
 				err = nil
 			}
 			result <- c.released(h, err)
@@ -70,23 +71,19 @@ func (c *Client) releaseAsync(h *hold, unknown bool) <-chan error {
 // from ctx's cancellation (one cut midway leaves its outcome unknown) and
 // gets CancelMargin at most, or until ctx's deadline: Unlock still returns
 // within that margin of a cancellation. done is false when the margin ran
-// out with ctx and h live (a slow server): the caller goes on through a
-// worker (releaseAsync, the first request's outcome unknown).
+// out with ctx live (a slow server): the caller goes on through a worker
+// (releaseAsync, the first request's outcome unknown).
 func (c *Client) releaseInline(ctx context.Context, h *hold) (done bool, err error) {
 	finished := c.started()
 	defer finished()
-	c.mu.Lock()
-	sent := time.Now()
-	live := sent.Before(h.deadline) // no "not held" but ours, see releaseAsync
-	c.mu.Unlock()
-	limit, own := inlineBound(ctx, sent)
+	limit, own := inlineBound(ctx, time.Now())
 	rctx, cancel := context.WithDeadline(context.Background(), limit)
 	err = c.backend.Release(rctx, h.Hold)
 	cancel()
 	if err == nil || errors.Is(err, ErrNotHeld) || time.Now().Before(limit) {
 		return true, c.released(h, err)
 	}
-	if own && live && ctx.Err() == nil {
+	if own && ctx.Err() == nil {
 		return false, nil
 	}
 	c.releaseLater(h, err)
@@ -94,6 +91,15 @@ func (c *Client) releaseInline(ctx context.Context, h *hold) (done bool, err err
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return true, fmt.Errorf("dlock: unlock %q: the release goes on in the background: %w", h.Name, err)
+}
+
+// beforeDeadline reports whether h's client-side deadline is still
+// ahead: the server, whose expiry comes later, still has h unless a
+// release removed it.
+func (c *Client) beforeDeadline(h *hold) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(h.deadline)
 }
 
 // released settles h after a release request that returned err, and

@@ -146,8 +146,10 @@ type Notifier interface {
 // whichever is sooner, instead of handing each to a goroutine it can
 // leave behind when ctx ends. A request that ran out of CancelMargin with
 // the caller's ctx still live is made again through such a goroutine, so
-// Acquire must be idempotent for a hold, and a Release that finds the
-// hold gone after one whose outcome was unknown counts as done.
+// Acquire must be idempotent for a hold; a Release that finds the hold
+// gone after one whose outcome was unknown counts as done when its answer
+// comes before the lease's deadline (the server cannot have expired the
+// hold yet), and as the lease having ended after it.
 type DeadlineBound interface {
 	// BoundsCalls reports whether that holds for the backend as
 	// configured; Client asks before each call.
