@@ -19,9 +19,17 @@
 // run (see README). The fair lock, Redlock, cluster and ring clients, and
 // WithReplicas keep the hand-over.
 //
-// Waiters of one Locker share one pub/sub connection. A release publishes
-// on the lock's channel; each waiter also wakes when the holder's TTL runs
-// out, so a holder that died never stalls anyone.
+// Waiters of one Locker share one pub/sub connection. A Lock that finds
+// the lock held marks it (a field of the lock's hash, kept across
+// re-entries and hand-offs; the read-write lock's likewise), and the
+// release that frees a marked lock publishes on the lock's channel: a
+// release nobody waited for publishes nothing (a TryLock's miss does not
+// mark). Each waiter also wakes when the holder's TTL runs out, so a
+// holder that died never stalls anyone. Lockers of one name should run
+// the same dlock release: a waiter of an earlier release, which did not
+// mark, is woken by a later one's release only at the holder's expiry.
+//
+// Servers: Redis 6.2 or later (the scripts draw a token with SET … GET).
 //
 // When to use the fair lock. A release of New's lock wakes every Locker
 // waiting for the name, in every process, and each sends an attempt

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,3 +27,26 @@ func NewFairBackend(c redis.UniversalClient, queueTimeout time.Duration) (FairBa
 func BoundsCalls(c redis.UniversalClient, replicas int) bool {
 	return (&backend{client: c, replicas: replicas}).BoundsCalls()
 }
+
+// ChannelOf is the channel a release of name's lock publishes on.
+func ChannelOf(name string) string { return keysFor(name).channel() }
+
+// AcquireAs makes one attempt of New's lock on c for r as hold (a hold id;
+// the backend's own is r.Owner, and a sibling's re-entry has another).
+func AcquireAs(ctx context.Context, c redis.UniversalClient, r driver.Request, hold string) (driver.Grant, error) {
+	return acquireOn(ctx, c, r, hold, true)
+}
+
+// Release ends h of New's lock on c, publishing as New's backend does.
+func Release(ctx context.Context, c redis.UniversalClient, h driver.Hold) error {
+	return releaseOn(ctx, c, h, "publish")
+}
+
+// Transfer hands h of New's lock on c to r.Owner, as New's backend does.
+func Transfer(ctx context.Context, c redis.UniversalClient, h driver.Hold, r driver.Request) (driver.Grant, error) {
+	return handing{&backend{client: c}}.Transfer(ctx, h, r)
+}
+
+// RWChannelOf is the channel a release of name's read-write lock
+// publishes on.
+func RWChannelOf(name string) string { return keysFor(name).rwChannel() }

@@ -102,6 +102,14 @@ func holdOf(h driver.Hold) string {
 	return h.Owner
 }
 
+// luaBool is b as the scripts' flags take it.
+func luaBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
 // acquireOn runs the acquire script on one server.
@@ -114,11 +122,7 @@ func acquireOn(ctx context.Context, c redis.Scripter, r driver.Request, hold str
 // (releases it, returns ErrNotReplicated) when they do not.
 func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, replicas int, wait time.Duration) (driver.Grant, error) {
 	k := keysFor(r.Name)
-	flag := "0"
-	if incr {
-		flag = "1"
-	}
-	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock(), k.fence()}, r.Owner, ms(r.TTL), hold, flag)
+	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock(), k.fence()}, r.Owner, ms(r.TTL), hold, luaBool(incr), luaBool(r.Wait))
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err

@@ -67,9 +67,11 @@ func rwKeys(name string) []string {
 	return []string{k.lock() + ":rw", k.fence(), k.lock() + ":rw-holds"}
 }
 
-func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl time.Duration) ([]int64, error) {
+// run runs op of the read-write script; wait says a read or write attempt
+// will wait if not granted.
+func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl time.Duration, wait bool) ([]int64, error) {
 	return rwlockScript.Run(ctx, b.client, rwKeys(name), op, owner, hold, ms(ttl),
-		keysFor(name).rwChannel(), b.notifier.publishCommand()).Int64Slice()
+		keysFor(name).rwChannel(), b.notifier.publishCommand(), luaBool(wait)).Int64Slice()
 }
 
 // holdID is the hold id of owner's hold of this side: read and write holds
@@ -78,7 +80,7 @@ func (b *rwBackend) holdID(owner string) string { return b.mode + ":" + owner }
 
 func (b *rwBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	hold := b.holdID(r.Owner)
-	res, err := b.run(ctx, b.mode, r.Name, r.Owner, hold, r.TTL)
+	res, err := b.run(ctx, b.mode, r.Name, r.Owner, hold, r.TTL, r.Wait)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -92,7 +94,7 @@ func (b *rwBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant
 }
 
 func (b *rwBackend) Refresh(ctx context.Context, h driver.Hold) error {
-	res, err := b.run(ctx, "refresh", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
+	res, err := b.run(ctx, "refresh", h.Name, h.Owner, b.holdID(h.Owner), h.TTL, false)
 	if err != nil {
 		return err
 	}
@@ -103,7 +105,7 @@ func (b *rwBackend) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 func (b *rwBackend) Release(ctx context.Context, h driver.Hold) error {
-	res, err := b.run(ctx, "release", h.Name, h.Owner, b.holdID(h.Owner), h.TTL)
+	res, err := b.run(ctx, "release", h.Name, h.Owner, b.holdID(h.Owner), h.TTL, false)
 	if err != nil {
 		return err
 	}

@@ -26,18 +26,20 @@ end
 local pttl = redis.call('pttl', lock)
 local free = pttl == -2
 local held_back = 0
-if free then
-  held_back = restart_wait(fence, ttl)
-end
-if free and held_back == 0 and (not head or head == me) then
-  if head then
-    redis.call('lpop', queue)
-    forget(me)
+if free and (not head or head == me) then
+  local token, had = next_token(fence)
+  held_back = hold_back(fence, had, ttl)
+  if held_back == 0 then
+    if head then
+      redis.call('lpop', queue)
+      forget(me)
+    end
+    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
+    redis.call('pexpire', lock, ttl)
+    return {1, token}
   end
-  local token = next_token(fence)
-  redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
-  redis.call('pexpire', lock, ttl)
-  return {1, token}
+elseif free then
+  held_back = restart_wait(fence, ttl)
 end
 
 if ARGV[4] == '1' then

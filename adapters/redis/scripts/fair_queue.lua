@@ -61,7 +61,11 @@ local function hand_on(now, prefix, publish)
   if last then
     attempt, ttl, queue_timeout = string.match(last, '^(%d+) (%d+) (%d+)$')
   end
-  if not attempt or restart_wait(fence, tonumber(ttl)) > 0 then
+  local token, had
+  if attempt then
+    token, had = next_token(fence)
+  end
+  if not attempt or hold_back(fence, had, tonumber(ttl)) > 0 then
     redis.call(publish, waiter_channel(prefix, head), 'free')
     return
   end
@@ -69,7 +73,6 @@ local function hand_on(now, prefix, publish)
   forget(head)
   local owner = string.sub(head, 17)
   local term = math.min(tonumber(ttl), tonumber(queue_timeout))
-  local token = next_token(fence)
   redis.call('hset', lock, owner, 1, '\0t', token, '\0h' .. owner, 1)
   redis.call('pexpire', lock, term)
   redis.call(publish, waiter_channel(prefix, head),

@@ -6,7 +6,9 @@
 -- KEYS[2] fencing counter, KEYS[3] zset hold -> server-time ms it expires
 -- ARGV[1] op: 'read', 'write', 'refresh', 'release'
 -- ARGV[2] owner, ARGV[3] hold id, ARGV[4] ttl ms, ARGV[5] channel,
--- ARGV[6] publish command
+-- ARGV[6] publish command, ARGV[7] '1' when a read or write attempt will
+-- wait if not granted: then it marks the lock ('\0w'), and only a
+-- marked lock's release publishes
 -- read/write return {1, token} or {0, ms to wait}; refresh returns
 -- {1} or {0}; release returns {0} or {-1} when not held.
 local key, holds = KEYS[1], KEYS[3]
@@ -23,13 +25,13 @@ local function drop(h)
   end
 end
 
--- settle fixes the mode after holds went; it wakes waiters when the lock
--- became free or writable-to-readable.
+-- settle fixes the mode after holds went; it wakes waiters, if any
+-- marked the lock, when it became free or writable-to-readable.
 local function settle()
-  local writers, readers = false, false
+  local writers, readers, marked = false, false, false
   for _, f in ipairs(redis.call('hkeys', key)) do
     local p = string.sub(f, 1, 2)
-    if p == 'w:' then writers = true elseif p == 'r:' then readers = true end
+    if p == 'w:' then writers = true elseif p == 'r:' then readers = true elseif f == '\0w' then marked = true end
   end
   local before = redis.call('hget', key, 'mode')
   if writers then return end
@@ -38,7 +40,7 @@ local function settle()
   else
     redis.call('del', key, holds)
   end
-  if before == 'write' or not readers then
+  if marked and (before == 'write' or not readers) then
     redis.call(ARGV[6], ARGV[5], 'released')
   end
 end
@@ -60,10 +62,15 @@ local function grant(kind, token)
   return {1, token}
 end
 
-local mode = redis.call('hget', key, 'mode')
+local got = redis.call('hmget', key, 'mode', '\0w')
+local mode, marked = got[1], got[2]
 -- wait tells a waiter to try again when the earliest hold expires (a
--- holder that died frees its part then), at the latest.
+-- holder that died frees its part then), at the latest, and marks the
+-- held lock for a release to wake it.
 local function wait()
+  if ARGV[7] == '1' and not marked then
+    redis.call('hset', key, '\0w', 1)
+  end
   local first = redis.call('zrange', holds, 0, 0, 'withscores')
   if first[2] then return {0, math.max(tonumber(first[2]) - now, 1)} end
   local left = redis.call('pttl', key)

@@ -32,4 +32,4 @@ local last = redis.call('zrange', KEYS[1], -1, -1, 'withscores')
 local keep = math.max(tonumber(last[2]) - now, lease)
 redis.call('pexpire', KEYS[1], keep)
 redis.call('pexpire', KEYS[2], keep)
-return {1, next_token(KEYS[3])}
+return {1, (next_token(KEYS[3]))}

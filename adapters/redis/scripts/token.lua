@@ -32,27 +32,44 @@ local function set_counter(key, token)
   counters[key] = value
 end
 
--- next_token draws a new token from the counter at key.
+-- next_token draws a new token from the counter at key, and tells
+-- whether the counter existed. Unless this run has read the counter
+-- already, one call reads and writes it (SET with GET, Redis 6.2 and
+-- later), betting on the clock being ahead of it, as it is unless tokens
+-- come faster than one a microsecond or the clock went back; a lost bet
+-- costs a second SET.
 local function next_token(key)
-  local token = math.max(tonumber(counter(key) or '0') + 1, clock_us())
+  local now = clock_us()
+  local last = counters[key]
+  if last == nil then
+    local value = string.format('%.0f', now)
+    last = redis.call('set', key, value, 'px', fence_ttl_ms, 'get')
+    counters[key] = value
+    if tonumber(last or '0') < now then
+      return now, last ~= false
+    end
+  end
+  local token = math.max(tonumber(last or '0') + 1, now)
   set_counter(key, token)
-  return token
+  return token, last ~= false
 end
 
--- last_token is the counter at key, started from the clock if missing.
+-- last_token is the counter at key, started from the clock if missing,
+-- and whether it existed.
 local function last_token(key)
   local last = counter(key)
   if last then
-    return tonumber(last)
+    return tonumber(last), true
   end
   local now = clock_us()
   set_counter(key, now)
-  return now
+  return now, false
 end
 
 -- restart_wait is how long, in ms, a grant of a lease of ttl ms must wait
 -- because the server may have lost a lock that a holder still believes
--- it has. The counter at key outlives every lock of its name, so when it
+-- it has (uptime_wait: the same, once the counter is known missing). The
+-- counter at key outlives every lock of its name, so when it
 -- is missing the name is new, unused for a day, or the server lost its
 -- data (a restart without persistence, or with persistence behind its
 -- last writes). A server that has been up for less than ttl may still
@@ -60,14 +77,33 @@ end
 -- waits until the server has been up for ttl (Redlock's "delayed
 -- restart", kept by the server itself). A server that does not report
 -- its uptime gets no wait.
-local function restart_wait(key, ttl)
-  if counter(key) then
-    return 0
-  end
+local function uptime_wait(ttl)
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
   if not up then
     return 0
   end
   -- uptime_in_seconds is rounded down: the server has been up at least that.
   return math.max(ttl - tonumber(up) * 1000, 0)
+end
+
+local function restart_wait(key, ttl)
+  if counter(key) then
+    return 0
+  end
+  return uptime_wait(ttl)
+end
+
+-- hold_back is restart_wait after a token was drawn from the counter at
+-- key, which existed if had: when the grant must wait, the counter is
+-- made missing again, as it was before the draw.
+local function hold_back(key, had, ttl)
+  if had then
+    return 0
+  end
+  local wait = uptime_wait(ttl)
+  if wait > 0 then
+    redis.call('del', key)
+    counters[key] = false
+  end
+  return wait
 end

@@ -7,12 +7,15 @@
 -- Returns the new token, or 0 when nothing changed: the hold is gone, or
 -- its owner holds the lock more than once.
 local lock, hold = KEYS[1], '\0h' .. ARGV[2]
-local got = redis.pcall('hmget', lock, hold, '\0t', ARGV[1])
+local got = redis.pcall('hmget', lock, hold, '\0t', ARGV[1], '\0w')
 if got.err or not got[1] or got[2] ~= ARGV[3] or got[3] ~= '1' then
   return 0
 end
 local token = next_token(KEYS[2])
 redis.call('del', lock)
 redis.call('hset', lock, ARGV[4], 1, '\0t', token, '\0h' .. ARGV[4], 1)
+if got[4] then -- waiters of other Lockers still wait for the release
+  redis.call('hset', lock, '\0w', 1)
+end
 redis.call('pexpire', lock, tonumber(ARGV[5]))
 return token
