@@ -40,11 +40,16 @@ func request[T any](ctx context.Context, f func() (T, error)) (T, error) {
 
 // retry runs f until it returns something other than a connection error,
 // while the session lives and ctx allows: a reconnect to another server
-// keeps the session, its nodes and their places in the queue.
+// keeps the session, its nodes and their places in the queue. Session 0
+// (none yet) is the connection's first: go-zookeeper holds requests until
+// there is one.
 func (b *backend) retry(ctx context.Context, session int64, f func() error) error {
 	var cut time.Time
 	for {
 		err := f()
+		if session == 0 {
+			session = b.conn.SessionID()
+		}
 		if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) || b.conn.SessionID() != session {
 			return err
 		}

@@ -53,7 +53,7 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 	default:
 		// Unknown outcome: the new node, if made, is deleted once the
 		// connection is back; Client releases h.
-		b.forget(dir, prefix, session)
+		b.forget(dir, prefix, "", session)
 		if err == nil {
 			err = errors.New("zklock: hand-off: a multi request answered with no result")
 		}

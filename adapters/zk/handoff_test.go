@@ -16,13 +16,6 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
-// ZooKeeper's request opcodes that write.
-const (
-	opCreate = 1
-	opDelete = 2
-	opMulti  = 14
-)
-
 // opCounter counts the requests of the connections it dials, by opcode,
 // read off the frames the client writes (go-zookeeper has no hook for
 // requests).

@@ -83,18 +83,30 @@ func protectedPrefix(tag string) string {
 
 // create makes this hold's protected ephemeral sequential node and returns
 // its path and its Czxid (read in the background: the caller's next request
-// overlaps it; token waits for it). After a connection loss mid-create it waits for the
-// connection (while the session lives and ctx allows) and looks for the
-// node by its GUID. If it cannot tell, a background search deletes the
-// node once the connection is back (or the session ends, taking it along).
+// overlaps it; token waits for it). After a connection loss mid-create it
+// waits for the connection (while the session lives and ctx allows) and
+// looks for the node by its GUID. If it cannot tell, a background search
+// deletes the node once the connection is back (or the session ends,
+// taking it along).
+//
+// The search can miss a node the lost Create did make: the leader may
+// not have committed it yet. create then makes another, and the first,
+// queued ahead of it, would block the queue for as long as the session
+// lives (every waiter behind it, this one too). Once the new node is
+// made, the first is committed too (the leader commits in order), so
+// create deletes every other node with its GUID.
 func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
 	prefix := protectedPrefix(tag)
+	// session is the one the Create goes out in. It is 0 before the
+	// connection's first session: go-zookeeper holds requests until
+	// there is one, so 0 turning into an id is no session ending.
 	session := b.conn.SessionID()
-	maybeCreated := false
-	var cut time.Time // since when the connection has failed
+	maybeCreated := false // the node may exist, unseen
+	uncertain := false    // a Create of this session had its reply lost
+	var cut time.Time     // since when the connection has failed
 	fail := func(err error) (string, func() (uint64, <-chan zk.Event, error), error) {
-		if maybeCreated {
-			b.forget(dir, prefix, session)
+		if uncertain && session != 0 {
+			b.forget(dir, prefix, "", session)
 		}
 		return "", nil, err
 	}
@@ -112,6 +124,14 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 		}
 		switch {
 		case err == nil:
+			if session == 0 {
+				session = b.conn.SessionID()
+			}
+			if uncertain {
+				if err := b.deleteCopies(dir, prefix, p); err != nil {
+					b.forget(dir, prefix, p, session)
+				}
+			}
 			return p, b.watched(ctx, p, session), nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
 			if err := b.ensureDir(dir); err != nil {
@@ -119,12 +139,15 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// The node, if made, died with the session.
-			session, maybeCreated = b.conn.SessionID(), false
+			session, maybeCreated, uncertain = b.conn.SessionID(), false, false
 		case errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer):
-			maybeCreated = true
-			if b.conn.SessionID() != session {
-				maybeCreated = false
-				session = b.conn.SessionID()
+			maybeCreated, uncertain = true, true
+			if s := b.conn.SessionID(); s != session {
+				if session != 0 {
+					// A new session: the node, if made, died with the old.
+					maybeCreated, uncertain = false, false
+				}
+				session = s
 			}
 			if cut.IsZero() {
 				cut = time.Now()
@@ -188,22 +211,15 @@ func (b *backend) find(dir, prefix string) (string, bool, error) {
 	return "", false, nil
 }
 
-// forget deletes, in the background, a node this client may have created
-// but cannot use, retrying until it is gone, its session ended, or the
-// Locker closed.
-func (b *backend) forget(dir, prefix string, session int64) {
+// forget deletes, in the background, every node of dir with prefix but
+// keep ("" for none): nodes this client may have created but cannot use.
+// It retries until they are gone, their session ended, or the Locker
+// closed.
+func (b *backend) forget(dir, prefix, keep string, session int64) {
 	go func() {
-		for {
-			if b.conn.SessionID() != session {
+		for b.conn.SessionID() == session {
+			if b.deleteCopies(dir, prefix, keep) == nil {
 				return
-			}
-			if p, found, err := b.find(dir, prefix); err == nil {
-				if !found {
-					return
-				}
-				if err := b.conn.Delete(p, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
-					return
-				}
 			}
 			select {
 			case <-b.closed:
@@ -214,12 +230,31 @@ func (b *backend) forget(dir, prefix string, session int64) {
 	}()
 }
 
+// deleteCopies deletes every node of dir with prefix but keep.
+func (b *backend) deleteCopies(dir, prefix, keep string) error {
+	children, _, err := b.conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if p := dir + "/" + c; strings.HasPrefix(c, prefix) && p != keep {
+			if err := b.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // remove deletes node, made by session in dir, or has it deleted in the
 // background (forget) if the connection is down.
 func (b *backend) remove(dir, node string, session int64) {
 	if err := b.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		base := path.Base(node)
-		b.forget(dir, base[:len(base)-10], session) // the GUID prefix, without the sequence
+		b.forget(dir, base[:len(base)-10], "", session) // the GUID prefix, without the sequence
 	}
 }
 

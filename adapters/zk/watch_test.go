@@ -2,10 +2,6 @@ package zklock_test
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,66 +10,16 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
-// eventDropper is a TCP proxy to ZooKeeper that drops every watch event
-// the server sends (frames with xid -1): a watch lost as go-zookeeper can
-// lose one when it reconnects. Everything else passes.
-type eventDropper struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-}
-
-func dropEvents(t *testing.T, target string) *eventDropper {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &eventDropper{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *eventDropper) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
+// dropEvents is a proxy to ZooKeeper that drops every watch event the
+// server sends (xid -1): a watch lost as go-zookeeper can lose one when it
+// reconnects. Everything else passes.
+func dropEvents(t *testing.T, target string) *zkProxy {
+	return newZKProxy(t, target, 0, nil, func(reply []byte) ([]byte, bool) {
+		if xidOf(reply) == -1 {
+			return nil, false
 		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(server, client); server.Close() }()
-		go func() { defer p.wg.Done(); p.filter(client, server); client.Close() }()
-	}
-}
-
-// filter copies the server's length-prefixed frames to the client, all
-// but the watch events. The first frame, the connect response, has no
-// xid.
-func (p *eventDropper) filter(dst io.Writer, src io.Reader) {
-	var size [4]byte
-	for first := true; ; first = false {
-		if _, err := io.ReadFull(src, size[:]); err != nil {
-			return
-		}
-		frame := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
-		copy(frame, size[:])
-		if _, err := io.ReadFull(src, frame[4:]); err != nil {
-			return
-		}
-		if !first && len(frame) >= 8 && int32(binary.BigEndian.Uint32(frame[4:8])) == -1 {
-			continue
-		}
-		if _, err := dst.Write(frame); err != nil {
-			return
-		}
-	}
+		return reply, false
+	})
 }
 
 // A waiter whose watch never fires still gets the lock once it is free:
@@ -89,7 +35,7 @@ func TestLostWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := testenv.ZK(t, addrs[:1], 10*time.Second)
-	deaf := testenv.ZK(t, []string{dropEvents(t, addrs[0]).ln.Addr().String()}, 10*time.Second)
+	deaf := testenv.ZK(t, []string{dropEvents(t, addrs[0]).addr()}, 10*time.Second)
 	waiter := newLocker(t, deaf, func(c *dlock.Config) { c.PushFallback = 200 * time.Millisecond })
 	got := make(chan error, 1)
 	go func() {

@@ -1,0 +1,136 @@
+package zklock_test
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// lostCreate is a proxy that loses the reply to the first successful
+// Create under dir, cutting the connection there. With hide, it then hides
+// the node that Create made from directory listings until the client
+// creates another with the same GUID: a node the leader had not yet
+// committed when the client looked for it after reconnecting.
+type lostCreate struct {
+	*zkProxy
+	dir     string
+	hide    bool
+	mu      sync.Mutex
+	creates map[int32]string // xid: the name prefix a Create asked for
+	lists   map[int32]bool   // xids of directory listings
+	lost    string           // the lost Create's prefix, once lost
+	hiding  bool             // listings hide the lost node
+}
+
+func loseCreate(t *testing.T, target, dir string, hide bool, handshakeDelay time.Duration) *lostCreate {
+	p := &lostCreate{dir: dir, hide: hide, creates: map[int32]string{}, lists: map[int32]bool{}}
+	p.zkProxy = newZKProxy(t, target, handshakeDelay, p.request, p.reply)
+	return p
+}
+
+func (p *lostCreate) request(f []byte) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch opcodeOf(f) {
+	case opCreate:
+		if dir, prefix := path.Split(pathOf(f)); dir == p.dir+"/" {
+			p.creates[xidOf(f)] = prefix
+			if prefix == p.lost {
+				p.hiding = false // the node made again: both are visible now
+			}
+		}
+	case opGetChildren2:
+		p.lists[xidOf(f)] = pathOf(f) == p.dir
+	}
+	return f, false
+}
+
+func (p *lostCreate) reply(f []byte) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	xid := xidOf(f)
+	if prefix, ok := p.creates[xid]; ok && p.lost == "" && errorOf(f) == 0 {
+		p.lost, p.hiding = prefix, p.hide
+		return nil, true
+	}
+	if p.lists[xid] && p.hiding && errorOf(f) == 0 {
+		return withoutChildren(f, p.lost), false
+	}
+	return f, false
+}
+
+func (p *lostCreate) lostPrefix() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
+}
+
+// A Lock whose Create reply was lost and whose node the search after the
+// reconnect missed makes the node again; the first, queued ahead of it,
+// must not stay behind (it would block the lock, this Lock too, for as
+// long as the session lives).
+func TestLostCreateLeavesNoStrayNode(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	name := dlocktest.Name(t)
+	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), true, 0)
+	lockAfterLostCreate(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second), p, name)
+}
+
+// A Lock called before the connection has its first session (zk.Connect
+// returns at once), whose Create's reply is lost: the session the Create
+// went out in is the one the connection then has, so the node is looked
+// for, not made again behind itself.
+func TestLostCreateBeforeTheFirstSession(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	name := dlocktest.Name(t)
+	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), false, 300*time.Millisecond)
+	conn, _, err := zk.Connect([]string{p.addr()}, 10*time.Second, zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if conn.SessionID() != 0 {
+		t.Fatal("the connection has a session already: the case is not made")
+	}
+	lockAfterLostCreate(t, conn, p, name)
+}
+
+// lockAfterLostCreate locks name through conn, whose proxy p loses a
+// Create's reply, and checks that the lock's directory holds the held node
+// alone, and nothing after Unlock.
+func lockAfterLostCreate(t *testing.T, conn *zk.Conn, p *lostCreate, name string) {
+	t.Helper()
+	l := newLocker(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	lease, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock after a lost Create reply: %v", err)
+	}
+	admin := testenv.ZK(t, testenv.ZKAddrs(t)[:1], 10*time.Second)
+	lost := p.lostPrefix()
+	if lost == "" {
+		t.Fatal("no Create reply was lost: the fault was not injected")
+	}
+	nodes, _, err := admin.Children(p.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || !strings.HasPrefix(nodes[0], lost) {
+		t.Fatalf("nodes while held: %v, want one, the held node (GUID %s)", nodes, lost)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _, err := admin.Children(p.dir); err != nil || len(nodes) != 0 {
+		t.Fatalf("nodes after Unlock: %v (%v)", nodes, err)
+	}
+}
