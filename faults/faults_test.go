@@ -94,7 +94,7 @@ var backends = []struct {
 		return l, func() { c.Close() }, err
 	}, func(t testing.TB) { testenv.RedisAddr(t) }, "redis"},
 	{"zk", func(ttl time.Duration) (dlock.Locker, func(), error) {
-		conn, _, err := zk.Connect(servers.ZKAddrs(), ttl, zk.WithLogger(nopLogger{}))
+		conn, _, err := zk.Connect(servers.ZKAddrs(), ttl, zk.WithLogger(stderrLogger{}), zk.WithLogInfo(true))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -103,9 +103,14 @@ var backends = []struct {
 	}, func(t testing.TB) { testenv.ZK(t, testenv.ZKAddrs(t), ttl) }, "zk"},
 }
 
-type nopLogger struct{}
+// stderrLogger writes go-zookeeper's log to the worker's stderr, with the
+// time: which server a worker reached and when it lost it, shown with a
+// failed test.
+type stderrLogger struct{}
 
-func (nopLogger) Printf(string, ...any) {}
+func (stderrLogger) Printf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s zk: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
 
 func needPostgres(t testing.TB) { testenv.Migrated(t, testenv.Postgres) }
 func needMySQL(t testing.TB)    { testenv.Migrated(t, testenv.MySQL) }
@@ -362,6 +367,8 @@ type run struct {
 	wrote    int               // commits made (each an unfenced increment)
 	accepted int               // fenced writes applied
 	rejected int               // fenced writes refused: the writer's token was stale
+	// diagnose, when set, logs the server's side of a run that is stuck.
+	diagnose func()
 }
 
 func (r *run) start() *proc {
@@ -459,10 +466,15 @@ func (r *run) untilBegun(client int) {
 }
 
 // stuck fails the test for worker p, which never got the lock, after
-// asking it (SIGQUIT) to write every goroutine's stack to its stderr,
-// which the test then shows.
+// asking every worker (SIGQUIT) to write every goroutine's stack to its
+// stderr, which the test then shows.
 func (r *run) stuck(p *proc) {
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	if r.diagnose != nil {
+		r.diagnose()
+	}
+	for _, w := range r.live {
+		_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+	}
 	time.Sleep(time.Second)
 	r.t.Fatalf("worker %d never held the lock", p.client)
 }
@@ -828,6 +840,23 @@ func onThrowawaySQL(t *testing.T, fault func(r *run, server *testenv.SQLServer))
 // the ensemble grants.
 const zkTTL = 4 * time.Second
 
+// logQueue logs the lock nodes of name on ensemble e, each with its
+// session and creation time, and each member's mode.
+func logQueue(t *testing.T, e *testenv.ZKEnsemble, name string) {
+	c := testenv.ZK(t, e.Addrs, 10*time.Second)
+	dir := "/dlock-faults/" + strings.ReplaceAll(name, ".", "%2E")
+	nodes, _, err := c.Children(dir)
+	t.Logf("%s lock nodes: %v (%v)", time.Now().Format("15:04:05.000"), nodes, err)
+	for _, n := range nodes {
+		if _, st, err := c.Get(dir + "/" + n); err == nil {
+			t.Logf("%s: session %#x, created %s", n, st.EphemeralOwner, time.UnixMilli(st.Ctime).Format("15:04:05.000"))
+		}
+	}
+	for i, addr := range e.Addrs {
+		t.Logf("%s: %s", addr, cmp.Or(e.Mode(i), "not serving"))
+	}
+}
+
 // TestZKEnsembleRestart kills a follower and then the leader of the
 // 3-node ensemble, restarting each and waiting until it serves again (a
 // member answers on its port before it has rejoined the quorum), then
@@ -838,6 +867,7 @@ func TestZKEnsembleRestart(t *testing.T) {
 	e := testenv.StartZKEnsemble(t)
 	defer e.Restart(t)
 	r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"="+zkTTL.String())
+	r.diagnose = func() { logQueue(t, e, r.name) }
 	for range rounds() {
 		for _, who := range []string{"follower", "leader"} {
 			leader := e.Leader()
@@ -898,6 +928,7 @@ func TestFrozenServer(t *testing.T) {
 		e := testenv.StartZKEnsemble(t)
 		defer e.Restart(t)
 		r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"="+zkTTL.String())
+		r.diagnose = func() { logQueue(t, e, r.name) }
 		for range rounds() {
 			r.untilBegun(r.live[0].client)
 			for i := range e.Addrs {
