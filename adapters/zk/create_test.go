@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +133,31 @@ func lockAfterLostCreate(t *testing.T, conn *zk.Conn, p *lostCreate, name string
 	}
 	if nodes, _, err := admin.Children(p.dir); err != nil || len(nodes) != 0 {
 		t.Fatalf("nodes after Unlock: %v (%v)", nodes, err)
+	}
+}
+
+// A connection lost while Lock creates the lock's directory: Lock waits
+// for the connection and goes on, as for any other request.
+func TestConnectionLostCreatingTheDirectory(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	var cut atomic.Bool
+	p := newZKProxy(t, addrs[0], 0, func(request []byte) ([]byte, bool) {
+		if opcodeOf(request) == opCreateContainer && cut.CompareAndSwap(false, true) {
+			return nil, true
+		}
+		return request, false
+	}, nil)
+	l := newLocker(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	lease, err := l.Lock(ctx, dlocktest.Name(t))
+	if !cut.Load() {
+		t.Fatal("no directory create was cut: the fault was not injected")
+	}
+	if err != nil {
+		t.Fatalf("Lock with the connection lost creating the directory: %v", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -101,10 +101,11 @@ func relay(dst io.Writer, src io.Reader, delay time.Duration, hook func([]byte) 
 
 // ZooKeeper's request opcodes the tests look for.
 const (
-	opCreate       = 1
-	opDelete       = 2
-	opGetChildren2 = 12
-	opMulti        = 14
+	opCreate          = 1
+	opDelete          = 2
+	opGetChildren2    = 12
+	opMulti           = 14
+	opCreateContainer = 19
 )
 
 // replyHeader is the size of a reply's length and header: xid, zxid,

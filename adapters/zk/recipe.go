@@ -134,7 +134,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 			}
 			return p, b.watched(ctx, p, session), nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
-			if err := b.ensureDir(dir); err != nil {
+			if err := b.retry(ctx, session, func() error { return b.ensureDir(dir) }); err != nil {
 				return fail(err)
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
