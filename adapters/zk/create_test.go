@@ -15,24 +15,25 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
-// lostCreate is a proxy that loses the reply to the first successful
-// Create under dir, cutting the connection there. With hide, it then hides
-// the node that Create made from directory listings until the client
-// creates another with the same GUID: a node the leader had not yet
-// committed when the client looked for it after reconnecting.
+// lostCreate is a proxy that loses the replies to the first lose
+// successful Creates under dir, cutting the connection at each. With
+// hide, directory listings then leave out the node the latest lost Create
+// made, until the client creates the node once more: a node the leader had
+// not yet committed when the client looked for it after reconnecting.
 type lostCreate struct {
 	*zkProxy
 	dir     string
+	lose    int
 	hide    bool
 	mu      sync.Mutex
-	creates map[int32]string // xid: the name prefix a Create asked for
-	lists   map[int32]bool   // xids of directory listings
-	lost    string           // the lost Create's prefix, once lost
-	hiding  bool             // listings hide the lost node
+	creates map[int32]bool // xids of Creates under dir
+	lists   map[int32]bool // xids of listings of dir
+	lost    []string       // the nodes whose Create replies were lost
+	hidden  string         // the node listings leave out
 }
 
-func loseCreate(t *testing.T, target, dir string, hide bool, handshakeDelay time.Duration) *lostCreate {
-	p := &lostCreate{dir: dir, hide: hide, creates: map[int32]string{}, lists: map[int32]bool{}}
+func loseCreate(t *testing.T, target, dir string, lose int, hide bool, handshakeDelay time.Duration) *lostCreate {
+	p := &lostCreate{dir: dir, lose: lose, hide: hide, creates: map[int32]bool{}, lists: map[int32]bool{}}
 	p.zkProxy = newZKProxy(t, target, handshakeDelay, p.request, p.reply)
 	return p
 }
@@ -42,10 +43,10 @@ func (p *lostCreate) request(f []byte) ([]byte, bool) {
 	defer p.mu.Unlock()
 	switch opcodeOf(f) {
 	case opCreate:
-		if dir, prefix := path.Split(pathOf(f)); dir == p.dir+"/" {
-			p.creates[xidOf(f)] = prefix
-			if prefix == p.lost {
-				p.hiding = false // the node made again: both are visible now
+		if path.Dir(pathOf(f)) == p.dir {
+			p.creates[xidOf(f)] = true
+			if len(p.lost) == p.lose {
+				p.hidden = "" // made once more: every node is committed now
 			}
 		}
 	case opGetChildren2:
@@ -58,20 +59,29 @@ func (p *lostCreate) reply(f []byte) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	xid := xidOf(f)
-	if prefix, ok := p.creates[xid]; ok && p.lost == "" && errorOf(f) == 0 {
-		p.lost, p.hiding = prefix, p.hide
+	if p.creates[xid] && len(p.lost) < p.lose && errorOf(f) == 0 {
+		node := path.Base(createdPath(f))
+		p.lost = append(p.lost, node)
+		if p.hide {
+			p.hidden = node
+		}
 		return nil, true
 	}
-	if p.lists[xid] && p.hiding && errorOf(f) == 0 {
-		return withoutChildren(f, p.lost), false
+	if p.lists[xid] && p.hidden != "" && errorOf(f) == 0 {
+		return withoutChildren(f, p.hidden), false
 	}
 	return f, false
 }
 
-func (p *lostCreate) lostPrefix() string {
+// guid is the GUID prefix of the lost Creates' nodes, "" before the first
+// loss.
+func (p *lostCreate) guid() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lost
+	if len(p.lost) == 0 {
+		return ""
+	}
+	return p.lost[0][:len(p.lost[0])-10] // without the sequence
 }
 
 // A Lock whose Create reply was lost and whose node the search after the
@@ -81,7 +91,18 @@ func (p *lostCreate) lostPrefix() string {
 func TestLostCreateLeavesNoStrayNode(t *testing.T) {
 	addrs := testenv.ZKAddrs(t)
 	name := dlocktest.Name(t)
-	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), true, 0)
+	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), 1, true, 0)
+	lockAfterLostCreate(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second), p, name)
+}
+
+// Two Create replies of one Lock lost, and the search after the second
+// finds only the first's node, the second's not yet committed: the node
+// kept must not be one that the second's can follow in the queue (it
+// would block the lock after this hold's release).
+func TestTwoLostCreatesLeaveNoStrayNode(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	name := dlocktest.Name(t)
+	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), 2, true, 0)
 	lockAfterLostCreate(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second), p, name)
 }
 
@@ -92,7 +113,7 @@ func TestLostCreateLeavesNoStrayNode(t *testing.T) {
 func TestLostCreateBeforeTheFirstSession(t *testing.T) {
 	addrs := testenv.ZKAddrs(t)
 	name := dlocktest.Name(t)
-	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), false, 300*time.Millisecond)
+	p := loseCreate(t, addrs[0], root+"/"+escapeName(name), 1, false, 300*time.Millisecond)
 	conn, _, err := zk.Connect([]string{p.addr()}, 10*time.Second, zk.WithLogger(nopLogger{}))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +138,7 @@ func lockAfterLostCreate(t *testing.T, conn *zk.Conn, p *lostCreate, name string
 		t.Fatalf("Lock after a lost Create reply: %v", err)
 	}
 	admin := testenv.ZK(t, testenv.ZKAddrs(t)[:1], 10*time.Second)
-	lost := p.lostPrefix()
+	lost := p.guid()
 	if lost == "" {
 		t.Fatal("no Create reply was lost: the fault was not injected")
 	}

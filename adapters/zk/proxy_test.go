@@ -124,6 +124,12 @@ func pathOf(request []byte) string {
 	return string(request[16 : 16+n])
 }
 
+// createdPath is the path a successful create reply names.
+func createdPath(reply []byte) string {
+	n := binary.BigEndian.Uint32(reply[replyHeader:])
+	return string(reply[replyHeader+4 : replyHeader+4+int(n)])
+}
+
 // withoutChildren rewrites a successful getChildren2 reply without the
 // children that start with prefix.
 func withoutChildren(reply []byte, prefix string) []byte {

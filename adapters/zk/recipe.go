@@ -93,8 +93,11 @@ func protectedPrefix(tag string) string {
 // not have committed it yet. create then makes another, and the first,
 // queued ahead of it, would block the queue for as long as the session
 // lives (every waiter behind it, this one too). Once the new node is
-// made, the first is committed too (the leader commits in order), so
-// create deletes every other node with its GUID.
+// made, every earlier Create is committed too (the leader commits in
+// order), so create deletes every other node with its GUID. A node found
+// after two lost Creates may be the first's while the second's is not yet
+// committed: create makes the node again then too, rather than keep one
+// that a later copy could follow.
 func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
 	prefix := protectedPrefix(tag)
 	// session is the one the Create goes out in. It is 0 before the
@@ -102,10 +105,10 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 	// there is one, so 0 turning into an id is no session ending.
 	session := b.conn.SessionID()
 	maybeCreated := false // the node may exist, unseen
-	uncertain := false    // a Create of this session had its reply lost
+	lost := 0             // Creates of this session whose replies were lost
 	var cut time.Time     // since when the connection has failed
 	fail := func(err error) (string, func() (uint64, <-chan zk.Event, error), error) {
-		if uncertain && session != 0 {
+		if lost > 0 && session != 0 {
 			b.forget(dir, prefix, "", session)
 		}
 		return "", nil, err
@@ -115,7 +118,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 		var err error
 		if maybeCreated {
 			var found bool
-			if p, found, err = b.find(dir, prefix); err == nil && !found {
+			if p, found, err = b.find(dir, prefix); err == nil && (!found || lost > 1) {
 				maybeCreated = false
 				continue
 			}
@@ -127,7 +130,7 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 			if session == 0 {
 				session = b.conn.SessionID()
 			}
-			if uncertain {
+			if lost > 0 {
 				if err := b.deleteCopies(dir, prefix, p); err != nil {
 					b.forget(dir, prefix, p, session)
 				}
@@ -139,13 +142,16 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// The node, if made, died with the session.
-			session, maybeCreated, uncertain = b.conn.SessionID(), false, false
+			session, maybeCreated, lost = b.conn.SessionID(), false, 0
 		case errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer):
-			maybeCreated, uncertain = true, true
+			if !maybeCreated { // a Create's, not a search's
+				lost++
+			}
+			maybeCreated = true
 			if s := b.conn.SessionID(); s != session {
 				if session != 0 {
 					// A new session: the node, if made, died with the old.
-					maybeCreated, uncertain = false, false
+					maybeCreated, lost = false, 0
 				}
 				session = s
 			}
