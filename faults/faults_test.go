@@ -98,10 +98,13 @@ var backends = []struct {
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := zklock.New(conn, "/dlock-faults", dlock.WithTTL(ttl))
+		l, err := zklock.New(conn, zkRoot, dlock.WithTTL(ttl))
 		return l, conn.Close, err
 	}, func(t testing.TB) { testenv.ZK(t, testenv.ZKAddrs(t), ttl) }, "zk"},
 }
+
+// zkRoot is the workers' ZooKeeper root.
+const zkRoot = "/dlock-faults"
 
 // stderrLogger writes go-zookeeper's log to the worker's stderr, with the
 // time: which server a worker reached and when it lost it, shown with a
@@ -467,13 +470,13 @@ func (r *run) untilBegun(client int) {
 
 // stuck fails the test for worker p, which never got the lock, after
 // asking every worker (SIGQUIT) to write every goroutine's stack to its
-// stderr, which the test then shows.
+// stderr, which the test then shows, and running diagnose.
 func (r *run) stuck(p *proc) {
-	if r.diagnose != nil {
-		r.diagnose()
-	}
 	for _, w := range r.live {
 		_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	if r.diagnose != nil {
+		r.diagnose()
 	}
 	time.Sleep(time.Second)
 	r.t.Fatalf("worker %d never held the lock", p.client)
@@ -840,20 +843,26 @@ func onThrowawaySQL(t *testing.T, fault func(r *run, server *testenv.SQLServer))
 // the ensemble grants.
 const zkTTL = 4 * time.Second
 
-// logQueue logs the lock nodes of name on ensemble e, each with its
-// session and creation time, and each member's mode.
+// logQueue logs each member's mode of ensemble e and, when all serve,
+// the lock nodes of name, each with its session and creation time.
 func logQueue(t *testing.T, e *testenv.ZKEnsemble, name string) {
+	serving := true
+	for i, addr := range e.Addrs {
+		mode := e.Mode(i)
+		serving = serving && (mode == "leader" || mode == "follower")
+		t.Logf("%s: %s", addr, cmp.Or(mode, "not serving"))
+	}
+	if !serving {
+		return // no session to be had; testenv.ZK would fail the test on that instead
+	}
 	c := testenv.ZK(t, e.Addrs, 10*time.Second)
-	dir := "/dlock-faults/" + strings.ReplaceAll(name, ".", "%2E")
+	dir := zkRoot + "/" + strings.ReplaceAll(name, ".", "%2E")
 	nodes, _, err := c.Children(dir)
 	t.Logf("%s lock nodes: %v (%v)", time.Now().Format("15:04:05.000"), nodes, err)
 	for _, n := range nodes {
 		if _, st, err := c.Get(dir + "/" + n); err == nil {
 			t.Logf("%s: session %#x, created %s", n, st.EphemeralOwner, time.UnixMilli(st.Ctime).Format("15:04:05.000"))
 		}
-	}
-	for i, addr := range e.Addrs {
-		t.Logf("%s: %s", addr, cmp.Or(e.Mode(i), "not serving"))
 	}
 }
 
