@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	zklock "github.com/dlockhq/dlock/adapters/zk"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
@@ -177,6 +178,49 @@ func TestConnectionLostCreatingTheDirectory(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("Lock with the connection lost creating the directory: %v", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A read Lock called before the connection's first session, whose first
+// look at the queue loses its reply: the look is made again in that
+// session, as any request of a live session is, and the Lock goes on.
+func TestLostListingBeforeTheFirstSession(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	var cut atomic.Bool
+	var lists sync.Map // xids of listings
+	p := newZKProxy(t, addrs[0], 300*time.Millisecond, func(request []byte) ([]byte, bool) {
+		if opcodeOf(request) == opGetChildren2 {
+			lists.Store(xidOf(request), true)
+		}
+		return request, false
+	}, func(reply []byte) ([]byte, bool) {
+		if _, ok := lists.Load(xidOf(reply)); ok && cut.CompareAndSwap(false, true) {
+			return nil, true
+		}
+		return reply, false
+	})
+	conn, _, err := zk.Connect([]string{p.addr()}, 10*time.Second, zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	rw, err := zklock.NewReadWrite(conn, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Closing(t, rw.Read)
+	testenv.Closing(t, rw.Write)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	lease, err := rw.Read.Lock(ctx, dlocktest.Name(t))
+	if !cut.Load() {
+		t.Fatal("no listing reply was lost: the fault was not injected")
+	}
+	if err != nil {
+		t.Fatalf("read Lock with its first listing lost: %v", err)
 	}
 	if err := lease.Unlock(ctx); err != nil {
 		t.Fatal(err)
