@@ -20,17 +20,28 @@ func BenchmarkContended(b *testing.B) { testenv.Contended(b, locker) }
 // and orders are in the same server, on a pool of their own.
 func BenchmarkSeckill(b *testing.B) { testenv.Seckill(b, locker) }
 
-// BenchmarkHerd counts MySQL's statements per hand-off with 64 waiters.
-// PostgreSQL has no live counter to count them with.
+// BenchmarkHerd counts the statements per hand-off with 64 waiters, each
+// a Locker of its own: on MySQL by the server's counter, on PostgreSQL as
+// pgx sends them (testenv.PGCounter).
 func BenchmarkHerd(b *testing.B) {
 	b.Run("mysql", func(b *testing.B) {
 		db := migrated(b, testenv.MySQL)
-		waiters := make([]dlock.Locker, 64)
-		for i := range waiters {
-			waiters[i] = newLocker(b, db)
-		}
-		dlocktest.BenchHerd(b, newLocker(b, db), waiters, testenv.MySQLQuestions(db))
+		dlocktest.BenchHerd(b, newLocker(b, db), herd(b, db), testenv.MySQLQuestions(db))
 	})
+	b.Run("postgres", func(b *testing.B) {
+		var count testenv.PGCounter
+		db := migrated(b, count.Open)
+		dlocktest.BenchHerd(b, newLocker(b, db), herd(b, db), count.Requests())
+	})
+}
+
+// herd is BenchHerd's 64 waiters on db.
+func herd(b *testing.B, db *sql.DB) []dlock.Locker {
+	waiters := make([]dlock.Locker, 64)
+	for i := range waiters {
+		waiters[i] = newLocker(b, db)
+	}
+	return waiters
 }
 
 // BenchmarkUncontendedRaw is W1 on the bare primitive the package wraps
