@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -36,6 +37,9 @@ type backend struct {
 	// released holds the paths of nodes a hand-off deleted without
 	// granting the lock on (see handing.Transfer), until their Release.
 	released sync.Map
+	// plainCreate is set once a lock's directory refused this client the
+	// write makeNode pairs with each Create.
+	plainCreate atomic.Bool
 }
 
 func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
@@ -72,17 +76,20 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 	if err != nil || b.blocker(mine(), len(q), r.Owner) != "" {
 		return driver.Grant{}, err
 	}
-	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	node, tokenOf, first, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	if first != 0 && !isDowngrade(node) { // made first in the queue (see makeNode)
+		return driver.Grant{Acquired: true, Token: first, Handle: holdNode{node, b.conn.SessionID()}, Lost: b.lostWhenGone(tokenOf, node, b.conn.SessionID())}, nil
+	}
 	q, err = b.queue(dir)
-	token, own, terr := tokenOf()
+	token, _, terr := tokenOf()
 	if err == nil {
 		err = terr
 	}
 	if i := slices.Index(q, path.Base(node)); err == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
-		return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}, Lost: lostWhenGone(own, node)}, nil
+		return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, b.conn.SessionID()}, Lost: b.lostWhenGone(tokenOf, node, b.conn.SessionID())}, nil
 	}
 	b.remove(dir, node, b.conn.SessionID())
 	return driver.Grant{}, err
@@ -102,7 +109,7 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 			return driver.Grant{}, err
 		}
 	}
-	node, tokenOf, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	node, tokenOf, first, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -117,7 +124,7 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	rejoin := func() error {
 		b.remove(dir, node, session)
 		var err error
-		if node, tokenOf, err = b.create(ctx, dir, r.Owner, b.tag(nil, r.Owner)); err != nil {
+		if node, tokenOf, first, err = b.create(ctx, dir, r.Owner, b.tag(nil, r.Owner)); err != nil {
 			return err
 		}
 		session = b.conn.SessionID()
@@ -132,6 +139,9 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	q = nil
 	pause := b.recheck
 	for {
+		if first != 0 && !isDowngrade(node) { // made first in the queue (see makeNode)
+			return driver.Grant{Acquired: true, Token: first, Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
+		}
 		fresh := q == nil
 		if q == nil {
 			err := b.retry(ctx, session, func() (err error) {
@@ -167,6 +177,13 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 		}
 		if waitFor == "" {
 			token, own, err := tokenOf()
+			if errors.Is(err, zk.ErrNoNode) { // deleted from outside: queue again
+				q = nil
+				if err := rejoin(); err != nil {
+					return driver.Grant{}, err
+				}
+				continue
+			}
 			if err != nil {
 				return leave(err)
 			}
@@ -187,12 +204,19 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 					continue
 				}
 			}
-			return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: lostWhenGone(own, node)}, nil
+			return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
 		}
 		var exists bool
 		var watch <-chan zk.Event
 		err := b.retry(ctx, session, func() (err error) {
-			exists, _, watch, err = b.conn.ExistsW(dir + "/" + waitFor)
+			// A get, not an exists: an exists that finds the node gone
+			// leaves a watch for its creation, on the server and in
+			// go-zookeeper, for the session's life (as Curator does).
+			_, _, watch, err = b.conn.GetW(dir + "/" + waitFor)
+			exists = err == nil
+			if errors.Is(err, zk.ErrNoNode) {
+				err = nil
+			}
 			return err
 		})
 		for err == nil && exists {

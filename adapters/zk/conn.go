@@ -99,15 +99,29 @@ func (b *backend) connClosed() bool {
 	return true
 }
 
-// lostWhenGone turns the watch on a held node into driver.Grant.Lost: the
-// lease ends as soon as the node is deleted (from outside, or by Unlock,
-// when the lease has already ended) or its session expires, not at the
-// next renewal. A watch that fires for a disconnection alone is no loss
-// (the session, and the node, may live on; renewal will tell); the
-// watchdog then checks as usual.
-func lostWhenGone(own <-chan zk.Event, node string) <-chan error {
+// lostWhenGone turns the watch on a held node, made by session, into
+// driver.Grant.Lost: the lease ends as soon as the node is deleted (from
+// outside, or by Unlock, when the lease has already ended) or its session
+// expires, not at the next renewal. A watch that fires for a disconnection
+// alone is no loss (the session, and the node, may live on; renewal will
+// tell); the watchdog then checks as usual. The watch is watch's, which
+// for a node that held at once may still be on its way (see makeNode):
+// its read finding the node gone, or its session ended, is a loss as
+// well.
+func (b *backend) lostWhenGone(watch tokenFunc, node string, session int64) <-chan error {
 	lost := make(chan error, 1)
 	go func() {
+		_, own, err := watch()
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			lost <- fmt.Errorf("%w: node %s was deleted", dlock.ErrNotHeld, node)
+			return
+		case err != nil && (errors.Is(err, zk.ErrSessionExpired) || b.conn.SessionID() != session):
+			lost <- fmt.Errorf("%w: %w: node %s went with it", dlock.ErrNotHeld, ErrSessionExpired, node)
+			return
+		case err != nil: // the connection closed, or out of reach past the TTL
+			return
+		}
 		ev, ok := <-own
 		switch {
 		case !ok:

@@ -27,7 +27,7 @@ type lostCreate struct {
 	lose    int
 	hide    bool
 	mu      sync.Mutex
-	creates map[int32]bool // xids of Creates under dir
+	creates map[int32]bool // xids of Creates under dir: true for a multi request
 	lists   map[int32]bool // xids of listings of dir
 	lost    []string       // the nodes whose Create replies were lost
 	hidden  string         // the node listings leave out
@@ -42,15 +42,13 @@ func loseCreate(t *testing.T, target, dir string, lose int, hide bool, handshake
 func (p *lostCreate) request(f []byte) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch opcodeOf(f) {
-	case opCreate:
-		if path.Dir(pathOf(f)) == p.dir {
-			p.creates[xidOf(f)] = true
-			if len(p.lost) == p.lose {
-				p.hidden = "" // made once more: every node is committed now
-			}
+	if created, multi, ok := createOf(f); ok && path.Dir(created) == p.dir {
+		p.creates[xidOf(f)] = multi
+		if len(p.lost) == p.lose {
+			p.hidden = "" // made once more: every node is committed now
 		}
-	case opGetChildren2:
+	}
+	if opcodeOf(f) == opGetChildren2 {
 		p.lists[xidOf(f)] = pathOf(f) == p.dir
 	}
 	return f, false
@@ -60,8 +58,12 @@ func (p *lostCreate) reply(f []byte) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	xid := xidOf(f)
-	if p.creates[xid] && len(p.lost) < p.lose && errorOf(f) == 0 {
-		node := path.Base(createdPath(f))
+	if multi, ok := p.creates[xid]; ok && len(p.lost) < p.lose {
+		created, ok := createdPath(f, multi)
+		if !ok {
+			return f, false
+		}
+		node := path.Base(created)
 		p.lost = append(p.lost, node)
 		if p.hide {
 			p.hidden = node

@@ -41,13 +41,24 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 	dir := b.dir(r.Name)
 	prefix := protectedPrefix(b.tag(nil, r.Owner))
 	// Multi is called as create calls Create: not under ctx, so that it
-	// cannot go on unseen after Transfer returned.
-	res, err := b.conn.Multi(
+	// cannot go on unseen after Transfer returned. The write to dir, as
+	// makeNode's, tells whether the new node is the only one, and its
+	// Czxid.
+	ops := []any{
 		&zk.DeleteRequest{Path: n.path, Version: -1},
 		&zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(r.Owner), Acl: b.acl, Flags: zk.FlagEphemeralSequential},
-	)
+	}
+	if !b.plainCreate.Load() {
+		ops = append(ops, &zk.SetDataRequest{Path: dir, Version: -1})
+	}
+	res, err := b.conn.Multi(ops...)
 	switch {
-	case err == nil && len(res) == 2:
+	case err == nil && len(res) == len(ops):
+	case errors.Is(err, zk.ErrNoAuth) && len(res) == 3 && res[0].Error == nil && res[1].Error == nil:
+		// Only the write to dir was refused (see makeNode): nothing
+		// changed, and Client releases h.
+		b.plainCreate.Store(true)
+		return driver.Grant{}, nil
 	case failedWhole(err):
 		return driver.Grant{}, nil
 	default:
@@ -60,11 +71,16 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 		return driver.Grant{}, err
 	}
 	node := res[1].String
+	if len(res) == 3 && res[2].Stat != nil && res[2].Stat.NumChildren == 1 {
+		// The only node: it holds, with its Czxid as the token.
+		tokenOf := b.watched(context.WithoutCancel(ctx), node, session)
+		return driver.Grant{Acquired: true, Token: uint64(res[2].Stat.Mzxid), Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
+	}
 	tokenOf := b.watched(ctx, node, session)
 	q, err := b.queue(dir)
-	token, own, terr := tokenOf()
+	token, _, terr := tokenOf()
 	if i := slices.Index(q, path.Base(node)); err == nil && terr == nil && i >= 0 && b.blocker(q, i, r.Owner) == "" {
-		return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: lostWhenGone(own, node)}, nil
+		return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
 	}
 	// Another process was queued and holds now (or the queue could not
 	// be read): r.Owner holds nothing.

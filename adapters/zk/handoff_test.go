@@ -92,7 +92,11 @@ func (cc *countingConn) Write(p []byte) (int, error) {
 			if cc.c.ops == nil {
 				cc.c.ops = map[int32]int64{}
 			}
-			cc.c.ops[int32(binary.BigEndian.Uint32(frame[4:8]))]++
+			op := int32(binary.BigEndian.Uint32(frame[4:8]))
+			cc.c.ops[op]++
+			if op == opMulti && len(frame) >= 12 && int32(binary.BigEndian.Uint32(frame[8:12])) == opDelete {
+				cc.c.ops[opHandOff]++
+			}
 			cc.c.mu.Unlock()
 		}
 		cc.frames++
@@ -109,9 +113,9 @@ func TestHandOff(t *testing.T) {
 	ops := &opCounter{}
 	conn := ops.conn(t)
 	for _, limit := range []int{dlock.DefaultHandOffs, 0} {
-		multis := ops.count(opMulti)
+		multis := ops.count(opHandOff)
 		perHold := testenv.StatementsPerHold(t, newLocker(t, conn, dlock.WithHandOffs(limit)), ops.writes, fmt.Sprint(limit))
-		multis = ops.count(opMulti) - multis
+		multis = ops.count(opHandOff) - multis
 		t.Logf("WithHandOffs(%d): %.2f writes per hold, %d hand-offs", limit, perHold, multis)
 		switch {
 		case limit > 0 && (perHold > 1.3 || multis == 0):
@@ -145,7 +149,7 @@ func TestHandOffYieldsToAnotherProcessQueued(t *testing.T) {
 			nodes, _, err := conn.Children(root + "/" + escapeName(name))
 			return err == nil && len(nodes) == 2
 		},
-		func() int64 { return ops.count(opMulti) }, 1)
+		func() int64 { return ops.count(opHandOff) }, 1)
 	noOrphans(t, conn)
 }
 
@@ -170,7 +174,7 @@ func TestHandedOnHoldInspected(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := <-got
-	if n, multis := ops.count(opCreate, opDelete, opMulti)-before, ops.count(opMulti); n != 1 || multis != 1 {
+	if n, multis := ops.count(opCreate, opDelete, opMulti)-before, ops.count(opHandOff); n != 1 || multis != 1 {
 		t.Fatalf("%d writes from the Unlock to the next hold, %d of them multis; want the one multi of a hand-off", n, multis)
 	}
 	if second == nil {

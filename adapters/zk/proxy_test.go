@@ -103,10 +103,21 @@ func relay(dst io.Writer, src io.Reader, delay time.Duration, hook func([]byte) 
 const (
 	opCreate          = 1
 	opDelete          = 2
+	opExists          = 3
+	opGetData         = 4
 	opGetChildren2    = 12
 	opMulti           = 14
 	opCreateContainer = 19
 )
+
+// opHandOff stands for a multi request that starts with a delete: a
+// hand-off (handing.Transfer), where one that starts with a create makes a
+// node (makeNode).
+const opHandOff = -opMulti
+
+// multiOpHeader is the size of the header of each operation, and of each
+// result, in a multi request and its reply: type, done, error.
+const multiOpHeader = 4 + 1 + 4
 
 // replyHeader is the size of a reply's length and header: xid, zxid,
 // error.
@@ -124,10 +135,40 @@ func pathOf(request []byte) string {
 	return string(request[16 : 16+n])
 }
 
-// createdPath is the path a successful create reply names.
-func createdPath(reply []byte) string {
-	n := binary.BigEndian.Uint32(reply[replyHeader:])
-	return string(reply[replyHeader+4 : replyHeader+4+int(n)])
+// createOf is the path a create request names, or a multi request whose
+// first operation is a create (as makeNode sends), with multi telling
+// which; ok is false for any other request.
+func createOf(request []byte) (p string, multi, ok bool) {
+	switch opcodeOf(request) {
+	case opCreate:
+		return pathOf(request), false, true
+	case opMulti:
+		if int32(binary.BigEndian.Uint32(request[12:16])) == opCreate {
+			off := 12 + multiOpHeader
+			n := binary.BigEndian.Uint32(request[off:])
+			return string(request[off+4 : off+4+int(n)]), true, true
+		}
+	}
+	return "", false, false
+}
+
+// createdPath is the path a successful reply to a create request names,
+// or to a multi request that starts with one (multi); ok is false for a
+// reply that made nothing. A multi request that failed has its error in
+// its results, not always in the reply's header.
+func createdPath(reply []byte, multi bool) (p string, ok bool) {
+	if errorOf(reply) != 0 {
+		return "", false
+	}
+	off := replyHeader
+	if multi {
+		if int32(binary.BigEndian.Uint32(reply[off:])) != opCreate {
+			return "", false
+		}
+		off += multiOpHeader
+	}
+	n := binary.BigEndian.Uint32(reply[off:])
+	return string(reply[off+4 : off+4+int(n)]), true
 }
 
 // withoutChildren rewrites a successful getChildren2 reply without the

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -81,13 +82,18 @@ func protectedPrefix(tag string) string {
 	return nodePrefix + hex.EncodeToString(g[:]) + "-" + tag + "-"
 }
 
+// tokenFunc returns a node's Czxid, the hold's token, and a watch on the
+// node (see watched).
+type tokenFunc func() (uint64, <-chan zk.Event, error)
+
 // create makes this hold's protected ephemeral sequential node and returns
-// its path and its Czxid (read in the background: the caller's next request
-// overlaps it; token waits for it). After a connection loss mid-create it
-// waits for the connection (while the session lives and ctx allows) and
-// looks for the node by its GUID. If it cannot tell, a background search
-// deletes the node once the connection is back (or the session ends,
-// taking it along).
+// its path and its tokenFunc (the read runs in the background: the
+// caller's next request overlaps it). When the node was made first in its
+// queue (see makeNode), first is its token, known at once; otherwise 0.
+// After a connection loss mid-create it waits for the connection (while
+// the session lives and ctx allows) and looks for the node by its GUID.
+// If it cannot tell, a background search deletes the node once the
+// connection is back (or the session ends, taking it along).
 //
 // The search can miss a node the lost Create did make: the leader may
 // not have committed it yet. create then makes another, and the first,
@@ -98,7 +104,7 @@ func protectedPrefix(tag string) string {
 // after two lost Creates may be the first's while the second's is not yet
 // committed: create makes the node again then too, rather than keep one
 // that a later copy could follow.
-func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, func() (uint64, <-chan zk.Event, error), error) {
+func (b *backend) create(ctx context.Context, dir, owner, tag string) (p string, token tokenFunc, first uint64, err error) {
 	prefix := protectedPrefix(tag)
 	// session is the one the Create goes out in. It is 0 before the
 	// connection's first session: go-zookeeper holds requests until
@@ -107,23 +113,22 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 	maybeCreated := false // the node may exist, unseen
 	lost := 0             // Creates of this session whose replies were lost
 	var cut time.Time     // since when the connection has failed
-	fail := func(err error) (string, func() (uint64, <-chan zk.Event, error), error) {
+	fail := func(err error) (string, tokenFunc, uint64, error) {
 		if lost > 0 && session != 0 {
 			b.forget(dir, prefix, "", session)
 		}
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	for {
-		var p string
-		var err error
 		if maybeCreated {
 			var found bool
+			first = 0 // its place is read from the queue
 			if p, found, err = b.find(dir, prefix); err == nil && (!found || lost > 1) {
 				maybeCreated = false
 				continue
 			}
 		} else {
-			p, err = b.conn.Create(dir+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, b.acl)
+			p, first, err = b.makeNode(dir, prefix, owner)
 		}
 		switch {
 		case err == nil:
@@ -135,7 +140,12 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 					b.forget(dir, prefix, p, session)
 				}
 			}
-			return p, b.watched(ctx, p, session), nil
+			if first != 0 {
+				// It holds: the read is the hold's watch (see
+				// lostWhenGone), and outlives the caller's ctx.
+				return p, b.watched(context.WithoutCancel(ctx), p, session), first, nil
+			}
+			return p, b.watched(ctx, p, session), 0, nil
 		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
 			if err := b.retry(ctx, session, func() error { return b.ensureDir(dir) }); err != nil {
 				return fail(err)
@@ -172,11 +182,49 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (string, f
 	}
 }
 
+// makeNode sends the Create of the node with prefix in dir, in a multi
+// request with a write to dir itself (no data, any version). The write's
+// reply is dir's stat as the transaction left it: a node that is dir's
+// only child then is first in the queue, and holds with no read of the
+// queue. All of a multi request's operations share one transaction id,
+// so dir's Mzxid there is the new node's Czxid: such a node's token,
+// returned as first (0 for a node with others before it). A lock taken
+// at once thus waits for two requests, the create and, at Unlock, the
+// delete, where the recipe waits for a read of the queue between them.
+// Where dir's ACL lets this client create but not write, the node is made
+// by a plain Create, and first is 0.
+func (b *backend) makeNode(dir, prefix, owner string) (p string, first uint64, err error) {
+	create := &zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(owner), Acl: b.acl, Flags: zk.FlagEphemeralSequential}
+	if !b.plainCreate.Load() {
+		res, err := b.conn.Multi(create, &zk.SetDataRequest{Path: dir, Version: -1})
+		switch {
+		case err == nil && len(res) == 2 && res[1].Stat != nil:
+			if res[1].Stat.NumChildren == 1 {
+				first = uint64(res[1].Stat.Mzxid)
+			}
+			return res[0].String, first, nil
+		case err == nil:
+			return "", 0, fmt.Errorf("zklock: a multi request answered with %d results", len(res))
+		case !errors.Is(err, zk.ErrNoAuth) || len(res) != 2 || res[0].Error != nil:
+			return "", 0, err // the Create's own error, or no answer
+		}
+		// Only the write to dir was refused: the whole request changed
+		// nothing. Nodes are made by plain Creates from now on.
+		b.plainCreate.Store(true)
+	}
+	p, err = b.conn.Create(create.Path, create.Data, create.Flags, create.Acl)
+	return p, 0, err
+}
+
 // watched reads node p's Czxid, made by session, in the background (the
-// caller's next request overlaps it) and returns the token func of create:
-// it waits for the read and returns the Czxid with a watch on the node,
-// which fires if the node goes (deleted from outside, or with the session).
-func (b *backend) watched(ctx context.Context, p string, session int64) func() (uint64, <-chan zk.Event, error) {
+// caller's next request overlaps it) and returns its tokenFunc: it waits
+// for the read and returns the Czxid with a watch on the node, which fires
+// if the node goes (deleted from outside, or with the session). A node
+// already gone is an error wrapping zk.ErrNoNode. The read is a get, not
+// an exists: an exists that finds no node leaves a watch for its creation,
+// on the server and in go-zookeeper, for the session's life, and the read
+// of a node that held at once can come after its Unlock's delete.
+func (b *backend) watched(ctx context.Context, p string, session int64) tokenFunc {
 	czxid := make(chan error, 1)
 	var (
 		st  *zk.Stat
@@ -184,7 +232,10 @@ func (b *backend) watched(ctx context.Context, p string, session int64) func() (
 	)
 	go func() {
 		czxid <- b.retry(ctx, session, func() (err error) {
-			_, st, own, err = b.conn.ExistsW(p)
+			_, st, own, err = b.conn.GetW(p)
+			if errors.Is(err, zk.ErrNoNode) {
+				err = fmt.Errorf("zklock: node %s is gone: %w", p, err)
+			}
 			return err
 		})
 	}()

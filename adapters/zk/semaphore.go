@@ -152,7 +152,7 @@ func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, e
 
 	b := s.leases
 	dir := b.dir(s.name)
-	node, tokenOf, err := b.create(ctx, dir, r.Owner, "lease-"+strconv.Itoa(n))
+	node, tokenOf, _, err := b.create(ctx, dir, r.Owner, "lease-"+strconv.Itoa(n))
 	if err != nil {
 		return nil, err
 	}

@@ -16,11 +16,25 @@
 // The fencing token is the lock node's Czxid: zxids increase across the
 // whole ensemble, so tokens increase across holders.
 //
+// Each node is made in a multi request that also writes the directory
+// (empty data, any version): the reply carries the directory's stat as
+// that transaction left it, which tells whether the new node is the only
+// one (so holds at once) and, as its Mzxid, the node's Czxid. A lock taken
+// at once thus waits for one request, where the recipe reads the queue
+// after the create; the read of the node that watches it for the lease
+// goes on behind Lock's return, and a lock and unlock cost three requests
+// in all, as the recipe does. Where the directory's ACL lets a client
+// create nodes but not write the directory (dlock makes directories with
+// the Locker's ACL, see WithACL), its nodes are made by plain creates and
+// each reads the queue. Clients that watch a lock directory's data see it
+// change at every acquire.
+//
 // Goroutines sharing a Locker queue in the process, and a hold that ends
 // while another of them waits hands the lock on (dlock.WithHandOffs) in
 // one multi request, one write: it deletes the holder's node and creates
 // the next holder's at the end of the queue. With no other process
-// queued, the new node holds at once, and its Czxid is the next token.
+// queued, the new node holds at once, and its Czxid is the next token,
+// both told by the reply.
 // With one queued, that one holds, as after any release: the queue stays
 // first come, first served across processes.
 //

@@ -1,0 +1,349 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlockhq/dlock"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// opPing is the opcode of go-zookeeper's keep-alive, which no lock sends.
+const opPing = 11
+
+// requests counts every request sent but the pings.
+func (c *opCounter) requests() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for op, k := range c.ops {
+		if op != opPing && op != opHandOff {
+			n += k
+		}
+	}
+	return n
+}
+
+// czxid is the Czxid of the one node in dir, read through conn.
+func czxid(t *testing.T, conn *zk.Conn, dir string) uint64 {
+	t.Helper()
+	nodes, _, err := conn.Children(dir)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("the held node of %s: %v, %v", dir, nodes, err)
+	}
+	_, st, err := conn.Get(dir + "/" + nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(st.Czxid)
+}
+
+// A lock taken at once costs three requests, as the recipe's create, read
+// of the queue and delete do: the node's create, a multi request whose
+// reply tells that the node is first in its queue and its Czxid, the
+// token (see makeNode); the read that watches the node for the lease (see
+// lostWhenGone), which Lock does not wait for; and the delete at Unlock.
+func TestUncontendedCycleRequests(t *testing.T) {
+	ops := &opCounter{}
+	l := newLocker(t, ops.conn(t), dlock.WithHandOffs(0))
+	admin := testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	dir := root + "/" + escapeName(name)
+	cycle := func() {
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := czxid(t, admin, dir); lease.Token() != c {
+			t.Errorf("token %d, the node's Czxid %d", lease.Token(), c)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // also makes the lock's directory
+	const cycles = 20
+	before := ops.requests()
+	for range cycles {
+		cycle()
+	}
+	time.Sleep(100 * time.Millisecond) // a late request would be counted
+	if got := ops.requests() - before; got != 3*cycles {
+		t.Errorf("%d requests in %d Lock/Unlock cycles, want 3 each", got, cycles)
+	}
+}
+
+// A hold taken at once has its node watched by a read Lock did not wait
+// for: a delete from outside, once a waiter has joined, ends the lease at
+// once (not at the next renewal), and the waiter holds next with a larger
+// token.
+func TestHeldNodeDeletedAfterAWaiterJoined(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	holder := newLocker(t, testenv.ZK(t, addrs, 10*time.Second), dlock.WithTTL(time.Hour)) // renewal far off
+	waiter := newLocker(t, testenv.ZK(t, addrs, 10*time.Second))
+	admin := testenv.ZK(t, addrs, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	dir := root + "/" + escapeName(name)
+	lease, err := holder.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := czxid(t, admin, dir)
+	next := testenv.LockLater(t, ctx, waiter, name)
+	var nodes []string
+	for len(nodes) != 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("the waiter did not queue: %v", nodes)
+		}
+		time.Sleep(10 * time.Millisecond)
+		nodes, _, _ = admin.Children(dir)
+	}
+	time.Sleep(100 * time.Millisecond) // the holder watches its node now
+	for _, n := range nodes {
+		if _, st, err := admin.Get(dir + "/" + n); err == nil && uint64(st.Czxid) == held {
+			if err := admin.Delete(path.Join(dir, n), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case <-lease.Done():
+	case <-ctx.Done():
+		t.Fatal("Done stayed open after the held node was deleted")
+	}
+	if !errors.Is(lease.Err(), dlock.ErrLost) {
+		t.Errorf("Err() = %v, want ErrLost", lease.Err())
+	}
+	second := <-next
+	if second == nil {
+		t.FailNow()
+	}
+	if second.Token() <= lease.Token() {
+		t.Errorf("the waiter's token %d, not above the lost hold's %d", second.Token(), lease.Token())
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// Where a lock's directory lets a client create and delete nodes but not
+// write the directory itself, nodes are made by plain creates and each
+// token read after its create: locks, tokens and hand-offs between call
+// chains work as anywhere else.
+func TestDirectoryWithoutWritePermission(t *testing.T) {
+	const aclRoot = "/dlock-nowrite-test"
+	addrs := testenv.ZKAddrs(t)
+	ops := &opCounter{}
+	l, err := zklock.New(ops.conn(t), aclRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = testenv.Closing(t, l)
+	admin := testenv.ZK(t, addrs, 10*time.Second)
+	name := dlocktest.Name(t)
+	dir := aclRoot + "/" + escapeName(name)
+	if _, err := admin.Create(aclRoot, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := admin.Create(dir, nil, zk.FlagPersistent, zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(dir, -1) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	var last uint64
+	for range 3 {
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := czxid(t, admin, dir); lease.Token() != c || lease.Token() <= last {
+			t.Errorf("token %d: the node's Czxid is %d, the last token %d", lease.Token(), c, last)
+		}
+		last = lease.Token()
+		later := testenv.LockLater(t, ctx, l, name) // queues in the process: a hand-off
+		time.Sleep(50 * time.Millisecond)
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := <-later
+		if next == nil {
+			t.FailNow()
+		}
+		if c := czxid(t, admin, dir); next.Token() != c || next.Token() <= last {
+			t.Errorf("token %d after a hand-off: the node's Czxid is %d, the last token %d", next.Token(), c, last)
+		}
+		last = next.Token()
+		if err := next.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ops.count(opCreate) == 0 {
+		t.Error("no plain create: the directory's refused write was not the case made")
+	}
+	if nodes, _, err := admin.Children(dir); err != nil || len(nodes) != 0 {
+		t.Errorf("nodes left: %v, %v", nodes, err)
+	}
+}
+
+// Lock returns a lock taken at once as soon as its node's create has
+// answered: the read that watches the node goes on behind it. Its reply is
+// held back here until Lock has returned, which a Lock that waited for it
+// never would.
+func TestLockTakenAtOnceWaitsForTheCreateAlone(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		reads = map[int32]bool{} // xids of getData requests
+	)
+	held := make(chan struct{})
+	p := newZKProxy(t, testenv.ZKAddrs(t)[0], 0, func(f []byte) ([]byte, bool) {
+		if opcodeOf(f) == opGetData {
+			mu.Lock()
+			reads[xidOf(f)] = true
+			mu.Unlock()
+		}
+		return f, false
+	}, func(f []byte) ([]byte, bool) {
+		mu.Lock()
+		isRead := reads[xidOf(f)]
+		mu.Unlock()
+		if isRead {
+			<-held // every later reply waits behind it too
+		}
+		return f, false
+	})
+	l := newLocker(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second))
+	admin := testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	var release sync.Once
+	defer release.Do(func() { close(held) })
+	lease, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock with its node's read held back: %v", err)
+	}
+	for sent := 0; sent != 1; { // before Lock returned, or since
+		if ctx.Err() != nil {
+			t.Fatalf("%d reads of the node sent, want the one that watches it", sent)
+		}
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		sent = len(reads)
+		mu.Unlock()
+	}
+	release.Do(func() { close(held) })
+	if c := czxid(t, admin, root+"/"+escapeName(name)); lease.Token() != c {
+		t.Errorf("token %d, the node's Czxid %d", lease.Token(), c)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// A hand-off between call chains of one Locker, with no other process
+// queued, costs two requests: the multi that swaps the nodes, whose reply
+// tells that the new node is the only one and its Czxid, and the read that
+// watches the new node.
+func TestHandOffRequests(t *testing.T) {
+	ops := &opCounter{}
+	l := newLocker(t, ops.conn(t))
+	admin := testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	first, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testenv.LockLater(t, ctx, l, name)
+	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
+	before, handOffs := ops.requests(), ops.count(opHandOff)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	time.Sleep(100 * time.Millisecond) // a late request would be counted
+	if n, h := ops.requests()-before, ops.count(opHandOff)-handOffs; n != 2 || h != 1 {
+		t.Errorf("%d requests for the hand-off, %d of them hand-off multis; want 2 and 1", n, h)
+	}
+	if c := czxid(t, admin, root+"/"+escapeName(name)); second.Token() != c || c <= first.Token() {
+		t.Errorf("token %d after %d, the node's Czxid %d", second.Token(), first.Token(), c)
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// No request leaves a watch on a node that is gone. An exists request that
+// finds no node leaves one, for the node's creation, on the server and in
+// go-zookeeper until the session ends, and a lock's nodes come and go: a
+// waiter's predecessor leaves, a node that held at once is deleted before
+// its watch is read. Here Lockers on connections of their own take,
+// wait for and give up one lock; no exists request with a watch is sent.
+func TestNoWatchOnAMissingNode(t *testing.T) {
+	var watchedExists, gets atomic.Int64
+	p := newZKProxy(t, testenv.ZKAddrs(t)[0], 0, func(f []byte) ([]byte, bool) {
+		switch opcodeOf(f) {
+		case opExists:
+			if f[len(f)-1] == 1 { // the request's last field: watch
+				watchedExists.Add(1)
+			}
+		case opGetData:
+			gets.Add(1)
+		}
+		return f, false
+	}, nil)
+	name := dlocktest.Name(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		l := newLocker(t, testenv.ZK(t, []string{p.addr()}, 10*time.Second))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				patience := dlocktest.Timeout
+				if i%4 == 3 {
+					patience = time.Millisecond // gives up while it waits, now and then
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), patience)
+				lease, err := l.Lock(ctx, name)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, dlock.ErrNotAcquired) {
+						t.Error(err)
+					}
+					continue
+				}
+				time.Sleep(time.Millisecond)
+				if err := lease.Unlock(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := watchedExists.Load(); n != 0 {
+		t.Errorf("%d exists requests with a watch", n)
+	}
+	if gets.Load() == 0 {
+		t.Error("no node was read: the locks were not taken")
+	}
+}
