@@ -40,6 +40,12 @@ type backend struct {
 	// plainCreate is set once a lock's directory refused this client the
 	// write makeNode pairs with each Create.
 	plainCreate atomic.Bool
+	// crowded is set while this client's last node had others queued
+	// before it: the next is made by a plain Create, since makeNode's
+	// write to the directory (work for the server) only pays for a node
+	// that holds at once. A queue read that finds the lock free, or
+	// holds only this client's node, clears it.
+	crowded atomic.Bool
 }
 
 func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
@@ -76,6 +82,7 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 	if err != nil || b.blocker(mine(), len(q), r.Owner) != "" {
 		return driver.Grant{}, err
 	}
+	b.crowded.Store(len(q) > 0)
 	node, tokenOf, first, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
 	if err != nil {
 		return driver.Grant{}, err
@@ -157,6 +164,9 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 			}
 			if err != nil {
 				return leave(err)
+			}
+			if len(q) == 1 {
+				b.crowded.Store(false) // ours alone: the lock was free
 			}
 		}
 		i := slices.Index(q, path.Base(node))

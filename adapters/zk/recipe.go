@@ -192,16 +192,19 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (p string,
 // at once thus waits for two requests, the create and, at Unlock, the
 // delete, where the recipe waits for a read of the queue between them.
 // Where dir's ACL lets this client create but not write, the node is made
-// by a plain Create, and first is 0.
+// by a plain Create, and first is 0; so it is while the client's last
+// node had others before it (backend.crowded): a lock that is contended
+// gets nothing from the write.
 func (b *backend) makeNode(dir, prefix, owner string) (p string, first uint64, err error) {
 	create := &zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(owner), Acl: b.acl, Flags: zk.FlagEphemeralSequential}
-	if !b.plainCreate.Load() {
+	if !b.plainCreate.Load() && !b.crowded.Load() {
 		res, err := b.conn.Multi(create, &zk.SetDataRequest{Path: dir, Version: -1})
 		switch {
 		case err == nil && len(res) == 2 && res[1].Stat != nil:
 			if res[1].Stat.NumChildren == 1 {
 				first = uint64(res[1].Stat.Mzxid)
 			}
+			b.crowded.Store(first == 0)
 			return res[0].String, first, nil
 		case err == nil:
 			return "", 0, fmt.Errorf("zklock: a multi request answered with %d results", len(res))

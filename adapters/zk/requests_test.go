@@ -347,3 +347,54 @@ func TestNoWatchOnAMissingNode(t *testing.T) {
 		t.Error("no node was read: the locks were not taken")
 	}
 }
+
+// A Locker whose last node had others queued before it makes its next by
+// a plain create: the write to the directory that tells a node it is
+// first pays only for a lock that is free. Once a queue read finds the
+// lock free, the write comes back.
+func TestContendedLockerCreatesPlainly(t *testing.T) {
+	ops := &opCounter{}
+	waiter := newLocker(t, ops.conn(t))
+	holder := newLocker(t, testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	contended := func() {
+		held, err := holder.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := testenv.LockLater(t, ctx, waiter, name)
+		time.Sleep(100 * time.Millisecond) // the waiter queues behind
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if lease := <-got; lease == nil || lease.Unlock(ctx) != nil {
+			t.Fatal("the waiter's lease")
+		}
+	}
+	free := func() {
+		lease, err := waiter.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	made := func(step func()) (multis, plain int64) {
+		m, p := ops.count(opMulti), ops.count(opCreate)
+		step()
+		return ops.count(opMulti) - m, ops.count(opCreate) - p
+	}
+	contended() // the first node: a multi, which finds the holder's
+	if m, p := made(contended); m != 0 || p != 1 {
+		t.Errorf("waiting again: %d multis, %d plain creates; want a plain create", m, p)
+	}
+	if m, p := made(free); m != 0 || p != 1 {
+		t.Errorf("the next Lock, the lock free: %d multis, %d plain creates; want a plain create (the last node waited)", m, p)
+	}
+	if m, p := made(free); m != 1 || p != 0 {
+		t.Errorf("then: %d multis, %d plain creates; want a multi (the last read found the lock free)", m, p)
+	}
+}
