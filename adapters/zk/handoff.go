@@ -54,11 +54,6 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 	res, err := b.conn.Multi(ops...)
 	switch {
 	case err == nil && len(res) == len(ops):
-	case errors.Is(err, zk.ErrNoAuth) && len(res) == 3 && res[0].Error == nil && res[1].Error == nil:
-		// Only the write to dir was refused (see makeNode): nothing
-		// changed, and Client releases h.
-		b.plainCreate.Store(true)
-		return driver.Grant{}, nil
 	case failedWhole(err):
 		return driver.Grant{}, nil
 	default:

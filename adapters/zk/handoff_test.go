@@ -155,7 +155,10 @@ func TestHandOffYieldsToAnotherProcessQueued(t *testing.T) {
 
 // A hold handed on (one multi request at the Unlock) is the new owner's on
 // the server: Inspect shows its owner and token, and the token is the
-// Czxid of a node that holds.
+// Czxid of a node that holds. With no other process queued the hand-off
+// costs two requests: the multi, whose reply tells that the new node is
+// the only one and its Czxid (see makeNode), and the read that watches
+// the new node.
 func TestHandedOnHoldInspected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
@@ -169,7 +172,7 @@ func TestHandedOnHoldInspected(t *testing.T) {
 	}
 	got := testenv.LockLater(t, ctx, l, name)
 	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
-	before := ops.count(opCreate, opDelete, opMulti)
+	before, requests := ops.count(opCreate, opDelete, opMulti), ops.requests()
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +182,10 @@ func TestHandedOnHoldInspected(t *testing.T) {
 	}
 	if second == nil {
 		t.FailNow()
+	}
+	time.Sleep(100 * time.Millisecond) // a late request would be counted
+	if n := ops.requests() - requests; n != 2 {
+		t.Errorf("%d requests for the hand-off, want 2: the multi and the new node's watch", n)
 	}
 	h, held, err := l.Inspect(ctx, name)
 	if err != nil || !held {

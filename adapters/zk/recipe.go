@@ -200,9 +200,11 @@ func (b *backend) makeNode(dir, prefix, owner string) (p string, first uint64, e
 	if !b.plainCreate.Load() && !b.crowded.Load() {
 		res, err := b.conn.Multi(create, &zk.SetDataRequest{Path: dir, Version: -1})
 		switch {
-		case err == nil && len(res) == 2 && res[1].Stat != nil:
-			if res[1].Stat.NumChildren == 1 {
-				first = uint64(res[1].Stat.Mzxid)
+		case err == nil && len(res) == 2:
+			// The node is made; without the stat its place is read
+			// from the queue.
+			if st := res[1].Stat; st != nil && st.NumChildren == 1 {
+				first = uint64(st.Mzxid)
 			}
 			b.crowded.Store(first == 0)
 			return res[0].String, first, nil

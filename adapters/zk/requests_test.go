@@ -3,7 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"path"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,61 +80,6 @@ func TestUncontendedCycleRequests(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // a late request would be counted
 	if got := ops.requests() - before; got != 3*cycles {
 		t.Errorf("%d requests in %d Lock/Unlock cycles, want 3 each", got, cycles)
-	}
-}
-
-// A hold taken at once has its node watched by a read Lock did not wait
-// for: a delete from outside, once a waiter has joined, ends the lease at
-// once (not at the next renewal), and the waiter holds next with a larger
-// token.
-func TestHeldNodeDeletedAfterAWaiterJoined(t *testing.T) {
-	addrs := testenv.ZKAddrs(t)
-	holder := newLocker(t, testenv.ZK(t, addrs, 10*time.Second), dlock.WithTTL(time.Hour)) // renewal far off
-	waiter := newLocker(t, testenv.ZK(t, addrs, 10*time.Second))
-	admin := testenv.ZK(t, addrs, 10*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	name := dlocktest.Name(t)
-	dir := root + "/" + escapeName(name)
-	lease, err := holder.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := czxid(t, admin, dir)
-	next := testenv.LockLater(t, ctx, waiter, name)
-	var nodes []string
-	for len(nodes) != 2 {
-		if ctx.Err() != nil {
-			t.Fatalf("the waiter did not queue: %v", nodes)
-		}
-		time.Sleep(10 * time.Millisecond)
-		nodes, _, _ = admin.Children(dir)
-	}
-	time.Sleep(100 * time.Millisecond) // the holder watches its node now
-	for _, n := range nodes {
-		if _, st, err := admin.Get(dir + "/" + n); err == nil && uint64(st.Czxid) == held {
-			if err := admin.Delete(path.Join(dir, n), -1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	select {
-	case <-lease.Done():
-	case <-ctx.Done():
-		t.Fatal("Done stayed open after the held node was deleted")
-	}
-	if !errors.Is(lease.Err(), dlock.ErrLost) {
-		t.Errorf("Err() = %v, want ErrLost", lease.Err())
-	}
-	second := <-next
-	if second == nil {
-		t.FailNow()
-	}
-	if second.Token() <= lease.Token() {
-		t.Errorf("the waiter's token %d, not above the lost hold's %d", second.Token(), lease.Token())
-	}
-	if err := second.Unlock(ctx); err != nil {
-		t.Error(err)
 	}
 }
 
@@ -251,43 +195,6 @@ func TestLockTakenAtOnceWaitsForTheCreateAlone(t *testing.T) {
 		t.Errorf("token %d, the node's Czxid %d", lease.Token(), c)
 	}
 	if err := lease.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
-}
-
-// A hand-off between call chains of one Locker, with no other process
-// queued, costs two requests: the multi that swaps the nodes, whose reply
-// tells that the new node is the only one and its Czxid, and the read that
-// watches the new node.
-func TestHandOffRequests(t *testing.T) {
-	ops := &opCounter{}
-	l := newLocker(t, ops.conn(t))
-	admin := testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	name := dlocktest.Name(t)
-	first, err := l.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := testenv.LockLater(t, ctx, l, name)
-	time.Sleep(100 * time.Millisecond) // the second chain queues in the process
-	before, handOffs := ops.requests(), ops.count(opHandOff)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := <-got
-	if second == nil {
-		t.FailNow()
-	}
-	time.Sleep(100 * time.Millisecond) // a late request would be counted
-	if n, h := ops.requests()-before, ops.count(opHandOff)-handOffs; n != 2 || h != 1 {
-		t.Errorf("%d requests for the hand-off, %d of them hand-off multis; want 2 and 1", n, h)
-	}
-	if c := czxid(t, admin, root+"/"+escapeName(name)); second.Token() != c || c <= first.Token() {
-		t.Errorf("token %d after %d, the node's Czxid %d", second.Token(), first.Token(), c)
-	}
-	if err := second.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
 }
