@@ -95,7 +95,9 @@ type dialect interface {
 	// trips than try, whose miss would then be a round trip spent.
 	waitFirst() bool
 	// endSession ends session id, and whatever statement it runs, from
-	// another connection of db.
+	// another connection of db, and returns once the server has ended it
+	// and so released whatever it held: a wait killed on the server may
+	// be granted the lock before it notices, until the session is gone.
 	endSession(ctx context.Context, db *sql.DB, id int64) error
 	ping(ctx context.Context, s *session) error
 	// transfer gives the lock s holds for h to r.Owner with a token
@@ -239,13 +241,13 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 
 // wait takes r in the server's queue on s, which holds no lock. The wait
 // runs detached from ctx; when ctx ends the session is ended on the
-// server, from another connection, whether its wait has started or not.
-// The session is discarded then, which releases whatever it holds (the
-// lock may have been granted as the end arrived). When the server does
-// not confirm the end, or the wait has not returned cancelTimeout after
-// it (a server or link that does not answer), the wait is abandoned: its
-// connection is closed, and the server ends the session when it sees
-// that. On an error s is gone.
+// server, from another connection, whether its wait has started or not,
+// and wait returns once the server says it is gone: a release meanwhile
+// may grant the lock to the dying session, which then holds it until it
+// is gone. When the server does not confirm the end, or the wait has not
+// returned cancelTimeout after it (a server or link that does not
+// answer), the wait is abandoned: its connection is closed, and the
+// server ends the session when it sees that. On an error s is gone.
 func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Request) (driver.Grant, error) {
 	id, err := d.sessionID(ctx, s)
 	if err != nil {
@@ -254,8 +256,9 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 	}
 	wctx, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
-	returned := make(chan struct{})
+	returned, ended := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
+		defer close(ended)
 		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
 		if err := d.endSession(cctx, b.db, id); err != nil {
@@ -272,6 +275,7 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 	close(returned)
 	if !stop() {
 		discard(s.conn)
+		<-ended
 		return driver.Grant{}, errjoin.Join(ctx.Err(), err)
 	}
 	if err != nil {
@@ -279,6 +283,27 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
+}
+
+// untilGone runs count, which counts the server's sessions with id, until
+// it finds none, pausing a little longer each time: a session ended on the
+// server is gone within moments.
+func untilGone(ctx context.Context, db *sql.DB, count string, id int64) error {
+	pause := 100 * time.Microsecond
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, count, id).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 10*time.Millisecond)
+	}
 }
 
 // Refresh pings the pinned connection, which also restarts the server's

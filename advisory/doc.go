@@ -13,7 +13,9 @@
 // on MySQL the token takes a statement after the grant.) Cancelling a
 // waiting Lock ends its session on the server (pg_terminate_backend, KILL
 // CONNECTION) and discards the connection, so a lock granted at the last
-// moment dies with the session instead of leaking. (Cancelling only the
+// moment dies with the session instead of leaking; Lock returns once the
+// server lists the session no more, so the lock is free to others by then.
+// (Cancelling only the
 // statement would miss a wait that had not started yet: it would go on
 // waiting.) When the server does not confirm that end (a server or link
 // gone silent), the connection is given up at once, and the server ends the

@@ -172,3 +172,45 @@ func TestNames(t *testing.T) {
 		t.Error("PostgresKey: a and b collide")
 	}
 }
+
+// A Lock that gave up has ended its waiting session before it returns:
+// a release right after it cannot grant the lock to that session, so a
+// third owner takes the name at once. Raced many times, because the
+// window (the session killed but still queued) is short.
+func TestCancelledWaitEndsItsSession(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
+			holder, waiter, third := newLocker(t, db), newLocker(t, db), newLocker(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			for i := range 100 {
+				name := fmt.Sprintf("%s.%d", dlocktest.Name(t), i)
+				lease, err := holder.Lock(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wctx, wcancel := context.WithCancel(ctx)
+				go func() {
+					defer wcancel()
+					for ctx.Err() == nil && waiters(ctx, t, db, d.Name, name) == 0 {
+						time.Sleep(time.Millisecond)
+					}
+				}()
+				if _, err := waiter.Lock(wctx, name); !errors.Is(err, context.Canceled) {
+					t.Fatalf("Lock = %v, want context.Canceled", err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				got, err := third.TryLock(ctx, name)
+				if err != nil {
+					t.Fatalf("round %d: TryLock after the holder unlocked: %v", i, err)
+				}
+				if err := got.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

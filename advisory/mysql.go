@@ -190,9 +190,14 @@ func (*mysql) sessionID(ctx context.Context, s *session) (int64, error) {
 	return s.id, err
 }
 
+// endSession kills the session and waits until it has left the process
+// list: KILL returns as soon as it has flagged the session, which releases
+// its locks as it unwinds, before it leaves the list.
 func (*mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
-	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-	return err
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		return err
+	}
+	return untilGone(ctx, db, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id)
 }
 
 func (*mysql) ping(ctx context.Context, s *session) error {

@@ -116,9 +116,14 @@ func (postgres) sessionID(ctx context.Context, s *session) (int64, error) {
 	return pid, err
 }
 
+// endSession terminates the backend and waits until it has left
+// pg_stat_activity, which it does after releasing its locks.
+// (pg_terminate_backend's own wait polls every 100 ms.)
 func (postgres) endSession(ctx context.Context, db *sql.DB, pid int64) error {
-	_, err := db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid)
-	return err
+	if _, err := db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		return err
+	}
+	return untilGone(ctx, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
 }
 
 func (postgres) ping(ctx context.Context, s *session) error {
