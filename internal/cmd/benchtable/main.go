@@ -93,19 +93,17 @@ func run(in io.Reader, out io.Writer) error {
 		slices.Sort(vs)
 		return vs[len(vs)/2]
 	}
-	// The best peer on the same server: the fastest W1 cycle, the most W2
-	// acquisitions per second, the most W3 orders per second.
-	vsPeer := func(k key) string {
+	// The best peer on the same server by unit (W1: the fastest cycle, or
+	// the fewest round trips per cycle; W2: the most acquisitions per
+	// second; W3: the most orders per second).
+	vsPeer := func(k key, unit string) string {
 		r := describe(k)
 		if r.peer || r.workload == "herd" {
 			return ""
 		}
-		unit, better := "ns/cycle", func(a, b float64) bool { return a < b }
-		switch {
-		case strings.HasPrefix(r.workload, "W2"):
-			unit, better = "acq/s", func(a, b float64) bool { return a > b }
-		case r.workload == "W3":
-			unit, better = "orders/s", func(a, b float64) bool { return a > b }
+		better := func(a, b float64) bool { return a < b }
+		if unit == "acq/s" || unit == "orders/s" {
+			better = func(a, b float64) bool { return a > b }
 		}
 		best, name, bestKey := 0.0, "", key{}
 		for _, o := range order {
@@ -121,8 +119,17 @@ func run(in io.Reader, out io.Writer) error {
 		}
 		return fmt.Sprintf("%.2f× %s", ratio(metrics[k][unit], metrics[bestKey][unit]), name)
 	}
+	unitOf := func(k key) string {
+		switch w := describe(k).workload; {
+		case strings.HasPrefix(w, "W2"):
+			return "acq/s"
+		case w == "W3":
+			return "orders/s"
+		}
+		return "ns/cycle"
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\truns\t")
+	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\tcycle/rtt ÷ best peer\truns\t")
 	var sales []key
 	for _, k := range order {
 		r := describe(k)
@@ -131,14 +138,14 @@ func run(in io.Reader, out io.Writer) error {
 		case "W3":
 			sales = append(sales, k)
 		case "W1":
-			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t%s\t%d\t\n", r.label,
-				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k), runs)
+			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t%s\t%s\t%d\t\n", r.label,
+				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k, "ns/cycle"), vsPeer(k, "rtts/cycle"), runs)
 		case "herd":
-			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t\t%s\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
+			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t\t%s\t\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t%d\t\n", r.label, r.workload,
+			fmt.Fprintf(tw, "%s\t%s\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t%d\t\n", r.label, r.workload,
 				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"),
-				median(k, "lost-updates"), median(k, "violations"), vsPeer(k), runs)
+				median(k, "lost-updates"), median(k, "violations"), vsPeer(k, unitOf(k)), runs)
 		}
 	}
 	if err := tw.Flush(); err != nil || len(sales) == 0 {
@@ -149,7 +156,7 @@ func run(in io.Reader, out io.Writer) error {
 	fmt.Fprintln(tw, "backend\tworkload\torders/s\tp50\tp99\t÷ best peer\truns\t")
 	for _, k := range sales {
 		fmt.Fprintf(tw, "%s\tW3\t%s\t%s\t%s\t%s\t%d\t\n", describe(k).label, median(k, "orders/s"),
-			median(k, "p50-ms"), median(k, "p99-ms"), vsPeer(k), len(metrics[k]["ns/op"]))
+			median(k, "p50-ms"), median(k, "p99-ms"), vsPeer(k, unitOf(k)), len(metrics[k]["ns/op"]))
 	}
 	return tw.Flush()
 }
