@@ -125,12 +125,30 @@ func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
 	if b, ok := w.c.backend.(driver.Blocker); ok && w.req.Wait {
 		w.blocking, call = true, b.AcquireWait
 	}
-	if !w.blocking && w.c.boundsCalls() {
+	if w.c.boundsCalls() {
+		if w.blocking {
+			return w.c.waitInline(ctx, w.req, call)
+		}
 		if g, ok, err := w.c.callInline(ctx, w.req, call); ok {
 			return g, err
 		}
 	}
 	return w.c.call(ctx, w.req, call)
+}
+
+// waitInline is a blocking attempt (driver.Blocker) on the caller's
+// goroutine, for a backend whose calls keep their ctx
+// (driver.DeadlineBound): its wait ends within CancelMargin of ctx's end,
+// whatever the server does, so no worker need stand between it and the
+// caller. The grant then reaches the caller without a goroutine to wake.
+func (c *Client) waitInline(ctx context.Context, r driver.Request, call func(context.Context, driver.Request) (driver.Grant, error)) (driver.Grant, error) {
+	done := c.started() // Close waits for it, as for call's goroutine
+	defer done()
+	g, err := call(ctx, r)
+	if err != nil {
+		c.cleanupWithin(ctx, r, g, err)
+	}
+	return g, err
 }
 
 // boundsCalls reports whether the backend's calls keep their ctx's

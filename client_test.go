@@ -12,7 +12,7 @@ import (
 	"github.com/dlockhq/dlock/driver"
 )
 
-func newClient(t *testing.T, m driver.Backend, opts ...dlock.Option) *dlock.Client {
+func newClient(t testing.TB, m driver.Backend, opts ...dlock.Option) *dlock.Client {
 	t.Helper()
 	c, err := dlock.NewClient(m, opts...)
 	if err != nil {

@@ -233,3 +233,83 @@ func TestDeadlineBoundUnlockHonoursCancel(t *testing.T) {
 	}
 	other.Unlock(context.Background())
 }
+
+// boundedBlocking is bounded whose server queues waiters (driver.Blocker),
+// as advisory locks on pgx do: a wait returns as soon as its ctx ends.
+type boundedBlocking struct{ *bounded }
+
+func (b boundedBlocking) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	return blocking{b.memory}.AcquireWait(ctx, r)
+}
+
+// A Lock that waits in the server's queue of a deadline-bound backend
+// waits on the caller's goroutine, so the grant reaches the caller with
+// no goroutine to wake; on any other backend the wait runs on a worker.
+func TestDeadlineBoundWaitRunsInline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		backend func(*memory) driver.Backend
+		inline  bool
+	}{
+		{"bounded", func(m *memory) driver.Backend { return boundedBlocking{&bounded{memory: m}} }, true},
+		{"unbounded", func(m *memory) driver.Backend { return blocking{m} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemory()
+			holder, waiter := newClient(t, tc.backend(m)), newClient(t, tc.backend(m))
+			workers := dlock.CountWorkers(waiter)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			lease, err := holder.Lock(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := waiter.Lock(ctx, "x")
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			m.waitRefused(t)
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiting Lock: %v", err)
+			}
+			if n := workers.Load(); (n == 0) != tc.inline {
+				t.Fatalf("%d workers started for a waiting Lock and its Unlock; want none: %v", n, tc.inline)
+			}
+		})
+	}
+}
+
+// A Lock waiting inline in the server's queue returns within
+// CancelMargin of its ctx's cancellation, holding nothing: the holder's
+// release then lets another owner in at once.
+func TestDeadlineBoundWaitHonoursCancel(t *testing.T) {
+	m := newMemory()
+	b := boundedBlocking{&bounded{memory: m}}
+	holder, waiter := newClient(t, b), newClient(t, b)
+	lease, err := holder.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancelled := testenv.CancelSoon()
+	_, err = waiter.Lock(ctx, "x")
+	returned := time.Now()
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting Lock, cancelled: %v, want ErrNotAcquired and Canceled", err)
+	}
+	testenv.CheckWithinMargin(t, "Lock", returned, cancelled)
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other, err := newClient(t, b).TryLock(context.Background(), "x")
+	if err != nil {
+		t.Fatalf("another owner after the cancelled wait: %v", err)
+	}
+	other.Unlock(context.Background())
+}

@@ -149,7 +149,10 @@ type Notifier interface {
 // Acquire must be idempotent for a hold; a Release that finds the hold
 // gone after one whose outcome was unknown counts as done when its answer
 // comes before the lease's deadline (the server cannot have expired the
-// hold yet), and as the lease having ended after it.
+// hold yet), and as the lease having ended after it. A Blocker's
+// AcquireWait, which waits for as long as ctx lets it, also runs on the
+// caller's goroutine, with the caller's ctx: it must return within
+// dlock.CancelMargin of ctx's end, its deadline or its cancellation.
 type DeadlineBound interface {
 	// BoundsCalls reports whether that holds for the backend as
 	// configured; Client asks before each call.
@@ -183,6 +186,9 @@ type Leaver interface {
 // (advisory locks). Client's Lock then calls AcquireWait instead of polling.
 type Blocker interface {
 	// AcquireWait waits on the server until the lock is held or ctx ends.
+	// On a DeadlineBound backend it must return within dlock.CancelMargin
+	// of ctx's end (see DeadlineBound); elsewhere Client returns by then
+	// and leaves the call to finish on a goroutine of its own.
 	AcquireWait(ctx context.Context, r Request) (Grant, error)
 }
 
