@@ -24,8 +24,15 @@ import (
 // by held locks. Lock waits for a connection instead.
 var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
 
-// cancelTimeout bounds the request that cancels a waiting statement.
+// cancelTimeout bounds an attempt that does not wait, and a session's
+// clean-up, neither of which a cancelled ctx cuts short.
 const cancelTimeout = 5 * time.Second
+
+// endWithin bounds the end of a wait whose ctx ended: the session killed
+// from another connection and gone from the server's list, or else its
+// connection closed. What is left of dlock.CancelMargin then covers the
+// wait's return, so a Lock returns within the margin (see BoundsCalls).
+const endWithin = dlock.CancelMargin * 3 / 4
 
 // Locker is an advisory lock client, safe for concurrent use by every
 // goroutine of a process: each hold pins a session of its own.
@@ -145,11 +152,30 @@ func (b *backend) dialect(ctx context.Context) (dialect, error) {
 }
 
 var (
-	_ driver.Backend    = (*backend)(nil)
-	_ driver.Blocker    = (*backend)(nil)
-	_ driver.Transferer = (*backend)(nil)
-	_ dlock.Inspector   = (*backend)(nil)
+	_ driver.Backend       = (*backend)(nil)
+	_ driver.Blocker       = (*backend)(nil)
+	_ driver.Transferer    = (*backend)(nil)
+	_ driver.DeadlineBound = (*backend)(nil)
+	_ dlock.Inspector      = (*backend)(nil)
 )
+
+// BoundsCalls reports whether db's driver is pgx's stdlib or
+// go-sql-driver/mysql, each of which ends a statement's I/O at once when
+// its ctx ends, and whether a wait goes straight to the server's queue
+// (dialect.waitFirst; otherwise it first makes an attempt that a
+// cancellation does not cut short). Then Client makes attempts, waits
+// and releases on the caller's goroutine: a grant reaches the caller, and
+// a release returns, with no goroutine to wake. Any other driver (lib/pq,
+// an instrumenting wrapper) may outlast its ctx, and gets a worker.
+func (b *backend) BoundsCalls() bool {
+	if _, known := sqldialect.Known(b.db); !known {
+		return false
+	}
+	b.mu.Lock()
+	d := b.d
+	b.mu.Unlock()
+	return d != nil && d.waitFirst()
+}
 
 // discard closes conn without returning it to the pool: its session ends
 // on the server, and every lock it held with it.
@@ -178,10 +204,12 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 // the pool: when bounded, a bounded pool with every connection in use
 // fails it with ErrPoolExhausted instead. It returns the session, with
 // the lock when ok; on an error the session is gone. The attempt does not
-// wait, so it is not cancelled midway: a cancelled statement would leave
-// its outcome unknown.
+// wait, so a cancellation does not cut it short (its outcome would be
+// unknown, and the session lost for it); ctx's deadline does, which a
+// deadline-bound call sets (see BoundsCalls): the session then ends, and
+// whatever the attempt took with it.
 func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded bool) (*session, uint64, bool, error) {
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	tctx, cancel := detached(ctx, cancelTimeout)
 	defer cancel()
 	if s := b.takeSpare(); s != nil {
 		token, ok, err := d.try(tctx, s, r)
@@ -244,8 +272,8 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 // server, from another connection, whether its wait has started or not,
 // and wait returns once the server says it is gone: a release meanwhile
 // may grant the lock to the dying session, which then holds it until it
-// is gone. When the server does not confirm the end, or the wait has not
-// returned cancelTimeout after it (a server or link that does not
+// is gone. When the server has not confirmed the end, or the wait has not
+// returned, endWithin after ctx's end (a server or link that does not
 // answer), the wait is abandoned: its connection is closed, and the
 // server ends the session when it sees that. On an error s is gone.
 func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Request) (driver.Grant, error) {
@@ -259,7 +287,7 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 	returned, ended := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(ended)
-		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), endWithin)
 		defer cancel()
 		if err := d.endSession(cctx, b.db, id); err != nil {
 			abandon()
@@ -267,7 +295,7 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 		}
 		select {
 		case <-returned:
-		case <-time.After(cancelTimeout):
+		case <-cctx.Done():
 			abandon()
 		}
 	})
@@ -341,7 +369,7 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 		discard(s.conn)
 		return fmt.Errorf("%w: the session no longer held %q", dlock.ErrNotHeld, h.Name)
 	}
-	b.putBack(s)
+	b.putBackWithin(ctx, s)
 	return nil
 }
 
@@ -359,6 +387,14 @@ const (
 // putBack returns s, which holds no lock, to the pool, or keeps it as a
 // spare (see maxSpares).
 func (b *backend) putBack(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	b.putBackWithin(ctx, s)
+}
+
+// putBackWithin is putBack with the settings restored, if need be, by
+// ctx's deadline (a release's; its cancellation does not count).
+func (b *backend) putBackWithin(ctx context.Context, s *session) {
 	if s.timeout != 0 {
 		b.mu.Lock()
 		if _, full := poolFull(b.db); len(b.spares) < maxSpares && !full {
@@ -369,7 +405,7 @@ func (b *backend) putBack(s *session) {
 		}
 		b.mu.Unlock()
 	}
-	b.close(s)
+	b.closeWithin(ctx, s)
 }
 
 // poolFull reports whether db's pool is bounded and has every connection
@@ -423,11 +459,29 @@ func (b *backend) dropSpares() {
 func (b *backend) close(s *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
-	if err := b.d.restore(ctx, s); err != nil {
+	b.closeWithin(ctx, s)
+}
+
+// closeWithin is close with the settings restored by ctx's deadline.
+func (b *backend) closeWithin(ctx context.Context, s *session) {
+	rctx, cancel := detached(ctx, cancelTimeout)
+	defer cancel()
+	if err := b.d.restore(rctx, s); err != nil {
 		discard(s.conn)
 		return
 	}
 	_ = s.conn.Close() // it fails only when already closed
+}
+
+// detached is ctx without its cancellation, for a statement that must not
+// be cut midway, ending at ctx's deadline or after limit, whichever comes
+// first: a deadline-bound caller (see BoundsCalls) sets one it must keep.
+func detached(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(limit)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
 
 // Transfer hands h's lock to r.Owner without letting go of it: the
