@@ -89,12 +89,13 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend      = (*backend)(nil)
-	_ driver.Notifier     = (*backend)(nil)
-	_ driver.LiveNotifier = (*backend)(nil)
-	_ driver.Transferer   = (*backend)(nil)
-	_ driver.Leaver       = (*backend)(nil)
-	_ dlock.Inspector     = (*backend)(nil)
+	_ driver.Backend       = (*backend)(nil)
+	_ driver.Notifier      = (*backend)(nil)
+	_ driver.LiveNotifier  = (*backend)(nil)
+	_ driver.Transferer    = (*backend)(nil)
+	_ driver.Leaver        = (*backend)(nil)
+	_ driver.DeadlineBound = (*backend)(nil)
+	_ dlock.Inspector      = (*backend)(nil)
 )
 
 func (b *backend) get(ctx context.Context) (dialectBackend, error) {
@@ -215,6 +216,17 @@ func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool
 		return n.SubscribeLive(r)
 	}
 	return nil, nil, false
+}
+
+// BoundsCalls reports whether db's driver is pgx's stdlib or
+// go-sql-driver/mysql: each ends a statement's I/O at once when its ctx
+// ends, and database/sql waits for a pooled connection no longer than
+// ctx. Client then makes attempts and releases on the caller's goroutine
+// (driver.DeadlineBound). Any other driver (lib/pq, an instrumenting
+// wrapper) may outlast its ctx, and gets a worker.
+func (b *backend) BoundsCalls() bool {
+	_, known := sqldialect.Known(b.db)
+	return known
 }
 
 func schemaHint(err error) error { return sqldialect.SchemaHint(err) }
