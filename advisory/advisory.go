@@ -386,14 +386,11 @@ const (
 
 // putBack returns s, which holds no lock, to the pool, or keeps it as a
 // spare (see maxSpares).
-func (b *backend) putBack(s *session) {
-	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
-	defer cancel()
-	b.putBackWithin(ctx, s)
-}
+func (b *backend) putBack(s *session) { b.putBackWithin(context.Background(), s) }
 
 // putBackWithin is putBack with the settings restored, if need be, by
-// ctx's deadline (a release's; its cancellation does not count).
+// ctx's deadline (a release's; its cancellation does not count), or
+// within cancelTimeout.
 func (b *backend) putBackWithin(ctx context.Context, s *session) {
 	if s.timeout != 0 {
 		b.mu.Lock()
@@ -456,19 +453,19 @@ func (b *backend) dropSpares() {
 
 // close restores s's settings and returns it to the pool; a session whose
 // settings cannot be restored is discarded.
-func (b *backend) close(s *session) {
-	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
-	defer cancel()
-	b.closeWithin(ctx, s)
-}
+func (b *backend) close(s *session) { b.closeWithin(context.Background(), s) }
 
-// closeWithin is close with the settings restored by ctx's deadline.
+// closeWithin is close with the settings restored by ctx's deadline, or
+// within cancelTimeout.
 func (b *backend) closeWithin(ctx context.Context, s *session) {
-	rctx, cancel := detached(ctx, cancelTimeout)
-	defer cancel()
-	if err := b.d.restore(rctx, s); err != nil {
-		discard(s.conn)
-		return
+	if s.timeout != 0 { // else nothing to restore (see dialect.restore)
+		rctx, cancel := detached(ctx, cancelTimeout)
+		err := b.d.restore(rctx, s)
+		cancel()
+		if err != nil {
+			discard(s.conn)
+			return
+		}
 	}
 	_ = s.conn.Close() // it fails only when already closed
 }

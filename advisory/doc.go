@@ -17,9 +17,13 @@
 // server lists the session no more, so the lock is free to others by then.
 // (Cancelling only the
 // statement would miss a wait that had not started yet: it would go on
-// waiting.) When the server does not confirm that end (a server or link
-// gone silent), the connection is given up at once, and the server ends the
-// session when it notices. When a hold ends while another goroutine waits
+// waiting.) When the server does not confirm that end within three
+// quarters of dlock.CancelMargin (a server or link gone silent), the
+// connection is given up, and the server ends the session when it
+// notices. With pgx's stdlib and go-sql-driver/mysql, whose statements
+// end when their ctx does, a Lock's attempts and wait and an Unlock's
+// release run on the caller's goroutine; with any other driver on one
+// of the Locker's, so that the call still returns by its ctx. When a hold ends while another goroutine waits
 // on the same Locker, the session keeps the server's lock and passes it to
 // that goroutine, with a new token, in one statement (up to
 // dlock.WithHandOffs times in a row; then it unlocks as usual).
