@@ -1,9 +1,10 @@
 // Command benchtable turns `go test -bench` output from dlock's
-// benchmarks into tables, backend × workload (W1, W2, herd; then W3, the
-// seckill sale), with the median of each metric across repeated runs and
-// each dlock row's ratio to the best peer on its server. Runs pair up in
-// order (see ratio), so repeat whole passes rather than each benchmark,
-// as make bench does:
+// benchmarks into a table per workload (W1, W2, the herd, W3: the
+// seckill sale), a row per backend, with the median of each metric across
+// repeated runs and each dlock row's ratio to the best peer on its server
+// (and the spread of that ratio across passes). Runs pair up in order
+// (see ratio), so repeat whole passes rather than each benchmark, as make
+// bench does:
 //
 //	for i in 1 2 3 4 5; do go test -run '^$' -bench . -count 1 ./...; done | go run ./internal/cmd/benchtable
 package main
@@ -117,48 +118,69 @@ func run(in io.Reader, out io.Writer) error {
 		if name == "" {
 			return ""
 		}
-		return fmt.Sprintf("%.2f× %s", ratio(metrics[k][unit], metrics[bestKey][unit]), name)
-	}
-	unitOf := func(k key) string {
-		switch w := describe(k).workload; {
-		case strings.HasPrefix(w, "W2"):
-			return "acq/s"
-		case w == "W3":
-			return "orders/s"
+		med, lo, hi, paired := ratio(metrics[k][unit], metrics[bestKey][unit])
+		if !paired || lo == hi {
+			return fmt.Sprintf("%.2f× %s", med, name)
 		}
-		return "ns/cycle"
+		return fmt.Sprintf("%.2f× %s (%.2f–%.2f)", med, name, lo, hi)
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tcycle\tround trip\tcycle/rtt\tallocs\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\treq/hand-off\t÷ best peer\tcycle/rtt ÷ best peer\truns\t")
-	var sales []key
-	for _, k := range order {
-		r := describe(k)
-		runs := len(metrics[k]["ns/op"])
-		switch r.workload {
-		case "W3":
-			sales = append(sales, k)
-		case "W1":
-			fmt.Fprintf(tw, "%s\tW1\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t%s\t%s\t%d\t\n", r.label,
-				median(k, "ns/cycle"), median(k, "rtt-ns"), median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k, "ns/cycle"), vsPeer(k, "rtts/cycle"), runs)
-		case "herd":
-			fmt.Fprintf(tw, "%s\therd (64)\t\t\t\t\t\t\t\t\t\t\t%s\t\t\t%d\t\n", r.label, median(k, "requests/hand-off"), runs)
-		default:
-			fmt.Fprintf(tw, "%s\t%s\t\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\t%d\t\n", r.label, r.workload,
-				median(k, "rtt-ns"), median(k, "acq/s"), median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"),
-				median(k, "lost-updates"), median(k, "violations"), vsPeer(k, unitOf(k)), runs)
+	byWorkload := func(match func(string) bool) []key {
+		var ks []key
+		for _, k := range order {
+			if match(describe(k).workload) {
+				ks = append(ks, k)
+			}
+		}
+		return ks
+	}
+	tables := []struct {
+		title, header string
+		rows          []key
+		row           func(k key, r row) string
+	}{
+		{"W1: one client locks and unlocks a name", "backend\tcycle\tround trip\tcycle/rtt\tallocs\t÷ best peer\tcycle/rtt ÷ best peer\truns",
+			byWorkload(func(w string) bool { return w == "W1" }),
+			func(k key, r row) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", r.label, median(k, "ns/cycle"), median(k, "rtt-ns"),
+					median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k, "ns/cycle"), vsPeer(k, "rtts/cycle"))
+			}},
+		{"W2: clients contend for one name", "backend\tclients\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\t÷ best peer\truns",
+			byWorkload(func(w string) bool { return strings.HasPrefix(w, "W2") }),
+			func(k key, r row) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.label, strings.TrimPrefix(r.workload, "W2 ×"), median(k, "acq/s"),
+					median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"), median(k, "lost-updates"),
+					median(k, "violations"), vsPeer(k, "acq/s"))
+			}},
+		{"Herd: 64 waiters, server requests per hand-off", "backend\trequests/hand-off\truns",
+			byWorkload(func(w string) bool { return w == "herd" }),
+			func(k key, r row) string { return fmt.Sprintf("%s\t%s", r.label, median(k, "requests/hand-off")) }},
+		{"W3: a flash sale, 100 buyers", "backend\torders/s\tp50\tp99\t÷ best peer\truns",
+			byWorkload(func(w string) bool { return w == "W3" }),
+			func(k key, r row) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.label, median(k, "orders/s"), median(k, "p50-ms"),
+					median(k, "p99-ms"), vsPeer(k, "orders/s"))
+			}},
+	}
+	first := true
+	for _, t := range tables {
+		if len(t.rows) == 0 {
+			continue
+		}
+		if !first {
+			fmt.Fprintln(out)
+		}
+		first = false
+		fmt.Fprintln(out, t.title)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, t.header+"\t")
+		for _, k := range t.rows {
+			fmt.Fprintf(tw, "%s\t%d\t\n", t.row(k, describe(k)), len(metrics[k]["ns/op"]))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
-	if err := tw.Flush(); err != nil || len(sales) == 0 {
-		return err
-	}
-	fmt.Fprintln(out)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\torders/s\tp50\tp99\t÷ best peer\truns\t")
-	for _, k := range sales {
-		fmt.Fprintf(tw, "%s\tW3\t%s\t%s\t%s\t%s\t%d\t\n", describe(k).label, median(k, "orders/s"),
-			median(k, "p50-ms"), median(k, "p99-ms"), vsPeer(k, unitOf(k)), len(metrics[k]["ns/op"]))
-	}
-	return tw.Flush()
+	return nil
 }
 
 // row is what a benchmark's name says: its workload, the row's label, the
@@ -214,20 +236,21 @@ func describe(k key) row {
 // number of times, the runs pair up in order (make bench runs every
 // benchmark of a package once per pass, so a pair ran seconds apart) and
 // the ratio is the median of the pairs' ratios: a pass the machine slowed
-// down slows both sides of its pair. Otherwise it is the ratio of the
-// medians.
-func ratio(mine, peer []float64) float64 {
-	med := func(vs []float64) float64 {
+// down slows both sides of its pair. lo and hi are then the smallest and
+// largest of the pairs' ratios, the spread of the passes. Otherwise it is
+// the ratio of the medians, and paired is false.
+func ratio(mine, peer []float64) (med, lo, hi float64, paired bool) {
+	median := func(vs []float64) float64 {
 		vs = slices.Clone(vs)
 		slices.Sort(vs)
 		return vs[len(vs)/2]
 	}
 	if len(mine) != len(peer) || slices.Contains(peer, 0) {
-		return med(mine) / med(peer)
+		return median(mine) / median(peer), 0, 0, false
 	}
 	rs := make([]float64, len(mine))
 	for i := range mine {
 		rs[i] = mine[i] / peer[i]
 	}
-	return med(rs)
+	return median(rs), slices.Min(rs), slices.Max(rs), true
 }
