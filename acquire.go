@@ -27,7 +27,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 		sent := time.Now()
 		g, err := w.attempt(ctx)
 		if err != nil {
-			return nil, c.failed(ctx, h, err, w.leaveWithin())
+			return nil, c.failed(ctx, &w, err)
 		}
 		if g.Acquired && !g.Since.IsZero() && g.Since.Before(sent) {
 			sent = g.Since // granted on the waiter's behalf, before this attempt
@@ -45,7 +45,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 				if errors.Is(err, ErrNotHeld) {
 					continue // lost in between: wait again
 				}
-				return nil, c.failed(ctx, h, fmt.Errorf("confirming the grant: %w", err), w.leaveWithin())
+				return nil, c.failed(ctx, &w, fmt.Errorf("confirming the grant: %w", err))
 			}
 			g.Term = 0
 		}
@@ -57,7 +57,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
 		}
 		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
-			return nil, c.failed(ctx, h, err, w.leaveWithin())
+			return nil, c.failed(ctx, &w, err)
 		}
 	}
 }
@@ -70,10 +70,13 @@ func (c *Client) closable(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// failed ends an acquire that did not succeed and builds its error;
-// leaving a server-side queue may take up to within (see abandon).
-func (c *Client) failed(ctx context.Context, h *hold, err error, within time.Duration) error {
-	c.abandon(h, true, within)
+// failed ends w's acquire, which did not succeed, and builds its error. A
+// waiting Lock leaves the server-side queue its attempts may have joined,
+// within what is left of CancelMargin (see abandon); a TryLock joined
+// none (driver.Request.Wait).
+func (c *Client) failed(ctx context.Context, w *waiter, err error) error {
+	h := w.h
+	c.abandon(h, w.req.Wait, w.leaveWithin())
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed

@@ -373,6 +373,26 @@ func TestLeavingHangsWithinCancelMargin(t *testing.T) {
 	}
 }
 
+// A TryLock joins no server-side queue (driver.Request.Wait is false), so
+// one that fails has none to leave: on a frozen server it returns within
+// one CancelMargin of its ctx's deadline, not two (its attempt's, then
+// leaving's).
+func TestFailedTryLockLeavesNoQueue(t *testing.T) {
+	m := leaving{newMemory()}
+	c := newClient(t, m)
+	m.freeze()
+	defer m.thaw()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	if _, err := c.TryLock(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock on a frozen server: %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(deadline); took >= dlock.CancelMargin*3/2 {
+		t.Fatalf("TryLock returned %v after its ctx's deadline; one CancelMargin (%v) is its bound", took, dlock.CancelMargin)
+	}
+}
+
 // A TTL too short to renew (WithTTL(30) is 30ns) is refused, with why.
 func TestTTLTooShort(t *testing.T) {
 	for _, ttl := range []time.Duration{30, time.Millisecond, dlock.MinTTL - 1} {
