@@ -1,6 +1,11 @@
 package tablelock
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/dlockhq/dlock/driver"
+)
 
 // Grant is a grant's notification, parsed (see grantNote).
 type Grant struct {
@@ -19,3 +24,16 @@ func ParseGrant(payload string) (Grant, bool) {
 // BoundsCalls is what l's backend tells dlock about its calls' deadlines
 // (driver.DeadlineBound).
 func BoundsCalls(l *Locker) bool { return l.b.BoundsCalls() }
+
+// Attempt is one acquire attempt of l's backend for name as owner, as
+// dlock.Client makes them: a retried attempt of one hold carries the same
+// owner.
+func Attempt(ctx context.Context, l *Locker, name, owner string) (bool, uint64, error) {
+	g, err := l.b.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: time.Minute, Wait: true})
+	return g.Acquired, g.Token, err
+}
+
+// ReleaseHold releases owner's hold of name, whatever its token.
+func ReleaseHold(ctx context.Context, l *Locker, name, owner string) error {
+	return l.b.Release(ctx, driver.Hold{Name: name, Owner: owner, TTL: time.Minute})
+}

@@ -14,8 +14,10 @@ import (
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
-// myAcquire inserts the row, takes over an expired one, or re-enters one
-// the owner holds, in one statement. ON DUPLICATE KEY UPDATE assigns left
+// myAcquire inserts the row, takes over an expired one, or takes again one
+// the owner holds (an owner id is one hold's: that is a retried attempt
+// whose reply was lost, not counted twice; see pgTake), in one statement.
+// ON DUPLICATE KEY UPDATE assigns left
 // to right and later expressions see earlier results, so owner is decided
 // first; after it, "owner = VALUES(owner)" means the lock is ours. The
 // token comes back through LAST_INSERT_ID(expr), which the server returns
@@ -44,7 +46,7 @@ ON DUPLICATE KEY UPDATE
 	owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner), VALUES(owner), owner),
 	token       = IF(NOT owner <=> VALUES(owner), token + LAST_INSERT_ID(0),
 	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), LAST_INSERT_ID(token))),
-	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, reentry + 1)),
+	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, GREATEST(reentry, 1))),
 	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
 	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
 

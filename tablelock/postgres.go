@@ -83,11 +83,14 @@ WITH cur AS (
 )` + pgOutcome
 }
 
-// pgTake is the upsert of pgAcquire and pgAcquireQueued. A row its owner
-// holds is re-entered; one granted to the owner by a release and not yet
-// taken (reentry 0, see pgGrantRelease) is taken as its one hold, with
-// its token, and its expiry pushed to this attempt's TTL, from which the
-// waiter counts its lease.
+// pgTake is the upsert of pgAcquire and pgAcquireQueued. An owner id is
+// one hold's (re-entry happens in the process), so a row its owner holds
+// is this hold's own, taken by an attempt whose reply was lost: it is
+// taken again as it is, not counted twice, and a retried attempt is
+// idempotent (driver.DeadlineBound). One granted to the owner by a
+// release and not yet taken (reentry 0, see pgGrantRelease) is taken as
+// its one hold, with its token. Either way its expiry is pushed to this
+// attempt's TTL, from which the waiter counts its lease.
 const pgTake = `
 	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
 	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond'
@@ -95,7 +98,7 @@ const pgTake = `
 	           ELSE pg_try_advisory_xact_lock(` + gateClass + `, hashtext($1)) END
 	ON CONFLICT (name) DO UPDATE SET
 		owner       = EXCLUDED.owner,
-		reentry     = CASE WHEN l.expires_at > now() THEN l.reentry + 1 ELSE 1 END,
+		reentry     = CASE WHEN l.expires_at > now() THEN GREATEST(l.reentry, 1) ELSE 1 END,
 		token       = CASE WHEN l.expires_at > now() THEN l.token ELSE GREATEST(l.token + 1, ` + pgClock + `) END,
 		acquired_at = CASE WHEN l.expires_at > now() THEN l.acquired_at ELSE now() END,
 		expires_at  = GREATEST(l.expires_at, EXCLUDED.expires_at)
