@@ -204,65 +204,82 @@ type Requests func(ctx context.Context) (int64, error)
 // BenchHerd measures the thundering herd: len(lockers) waiters queue on
 // one name, then each hand-off is counted in server requests, reported as
 // requests/hand-off. A herd-free lock stays near 2-3 whatever the number
-// of waiters; one that wakes every waiter grows with them. b.N is not
-// used: the figure is per hand-off of one queue.
+// of waiters; one that wakes every waiter grows with them. The queue is
+// then formed again and each waiter holds the lock for HerdHold before it
+// unlocks, reported as held-requests/hand-off: waiters that poll, where
+// others are woken, make more requests the longer a hold lasts. b.N is
+// not used: the figures are per hand-off of one queue.
 func BenchHerd(b *testing.B, holder dlock.Locker, lockers []dlock.Locker, requests Requests) {
 	ctx, cancel := benchContext()
 	defer cancel()
 	name := Name(b)
-	var perHandOff float64
+	var quick, held float64
 	for i := 0; i < b.N; i++ {
-		first, err := holder.Lock(ctx, name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		leases := make(chan dlock.Lease, len(lockers))
-		errs := make(chan error, len(lockers))
-		for _, l := range lockers {
-			go func() {
-				lease, err := l.Lock(ctx, name)
-				if err != nil {
-					errs <- err
-					return
-				}
-				leases <- lease
-			}()
-		}
-		// Let every waiter queue and settle: the server goes quiet.
-		before, err := requests(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range 100 {
-			time.Sleep(100 * time.Millisecond)
-			now, err := requests(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			quiet := now-before <= 2
-			before = now
-			if quiet {
-				break
-			}
-		}
-		if err := first.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		for range lockers {
-			select {
-			case lease := <-leases:
-				if err := lease.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-			case err := <-errs:
-				b.Fatal(err)
-			}
-		}
-		after, err := requests(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		perHandOff += float64(after-before) / float64(len(lockers))
+		quick += herdRound(ctx, b, name, holder, lockers, requests, 0)
+		held += herdRound(ctx, b, name, holder, lockers, requests, HerdHold)
 	}
-	b.ReportMetric(perHandOff/float64(b.N), "requests/hand-off")
+	b.ReportMetric(quick/float64(b.N), "requests/hand-off")
+	b.ReportMetric(held/float64(b.N), "held-requests/hand-off")
+}
+
+// HerdHold is how long each waiter of BenchHerd's second round holds the
+// lock.
+const HerdHold = 10 * time.Millisecond
+
+// herdRound queues lockers behind holder on name, lets the server go
+// quiet, and returns the server requests per hand-off from holder's
+// Unlock until every waiter has held the lock for hold and unlocked.
+func herdRound(ctx context.Context, b *testing.B, name string, holder dlock.Locker, lockers []dlock.Locker, requests Requests, hold time.Duration) float64 {
+	first, err := holder.Lock(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	leases := make(chan dlock.Lease, len(lockers))
+	errs := make(chan error, len(lockers))
+	for _, l := range lockers {
+		go func() {
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			leases <- lease
+		}()
+	}
+	// Let every waiter queue and settle: the server goes quiet.
+	before, err := requests(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		now, err := requests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		quiet := now-before <= 2
+		before = now
+		if quiet {
+			break
+		}
+	}
+	if err := first.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range lockers {
+		select {
+		case lease := <-leases:
+			time.Sleep(hold)
+			if err := lease.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	after, err := requests(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(after-before) / float64(len(lockers))
 }

@@ -151,9 +151,11 @@ func run(in io.Reader, out io.Writer) error {
 					median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"), median(k, "lost-updates"),
 					median(k, "violations"), vsPeer(k, "acq/s"))
 			}},
-		{"Herd: 64 waiters, server requests per hand-off", "backend\trequests/hand-off\truns",
+		{"Herd: 64 waiters, server requests per hand-off", "backend\trequests/hand-off\twith 10 ms holds\truns",
 			byWorkload(func(w string) bool { return w == "herd" }),
-			func(k key, r row) string { return fmt.Sprintf("%s\t%s", r.label, median(k, "requests/hand-off")) }},
+			func(k key, r row) string {
+				return fmt.Sprintf("%s\t%s\t%s", r.label, median(k, "requests/hand-off"), median(k, "held-requests/hand-off"))
+			}},
 		{"W3: a flash sale, 100 buyers", "backend\torders/s\tp50\tp99\t÷ best peer\truns",
 			byWorkload(func(w string) bool { return w == "W3" }),
 			func(k key, r row) string {

@@ -9,7 +9,7 @@ func TestTable(t *testing.T) {
 	in := `pkg: github.com/dlockhq/dlock/adapters/redis
 BenchmarkUncontended-2   	    5000	    192212 ns/op	    145194 ns/cycle	     46907 rtt-ns	         3.095 rtts/cycle	    3144 B/op	      65 allocs/op
 BenchmarkUncontended-2   	    5000	    192212 ns/op	    155194 ns/cycle	     46907 rtt-ns	         3.300 rtts/cycle	    3144 B/op	      65 allocs/op
-BenchmarkHerd/fair-2     	       1	 386065463 ns/op	         2.031 requests/hand-off
+BenchmarkHerd/fair-2     	       1	 386065463 ns/op	         2.031 requests/hand-off	         2.417 held-requests/hand-off
 BenchmarkContended/clients=8-2     	    5000	    270799 ns/op	      3693 acq/s	    118512 gap-ns	         4.470 gap-rtts	         1.600 retook-%	         0 lost-updates	     26510 rtt-ns	         0 violations
 BenchmarkUncontendedPeers/redsync-2   	    5000	    192212 ns/op	    290388 ns/cycle	     46907 rtt-ns	         6.000 rtts/cycle	    3144 B/op	      65 allocs/op
 BenchmarkContendedPeers/redsync/clients=8-2     	    5000	    270799 ns/op	      7386 acq/s	    118512 gap-ns	         4.470 gap-rtts	        97.000 retook-%	         0 lost-updates	     26510 rtt-ns	         0 violations
@@ -30,7 +30,7 @@ BenchmarkUncontendedRaw/mysql-2   	    5000	    192212 ns/op	    50000 ns/cycle	
 	// (0.55×), its W2 half redsync's rate; advisory/postgres is compared
 	// with raw PostgreSQL, not raw MySQL: twice its cycle, the same round
 	// trips per cycle.
-	for _, want := range []string{"adapters/redis", "W1:", "3.30", "W2:", "3693", "4.47", " 2%", "97%", "Herd:", "2.03",
+	for _, want := range []string{"adapters/redis", "W1:", "3.30", "W2:", "3693", "4.47", " 2%", "97%", "Herd:", "2.03", "2.42", "with 10 ms holds",
 		"0.53× adapters/redis/redsync", "0.55× adapters/redis/redsync", "0.50× adapters/redis/redsync",
 		"2.00× advisory/postgres (raw)", "1.00× advisory/postgres (raw)",
 		"adapters/redis/lock", "W3:", "1.2 ms", "340.8 ms", "0.50× adapters/redis/redsync"} {
