@@ -246,18 +246,21 @@ func herdRound(ctx context.Context, b *testing.B, name string, holder dlock.Lock
 			leases <- lease
 		}()
 	}
-	// Let every waiter queue and settle: the server goes quiet.
-	before, err := requests(ctx)
+	// Let every waiter queue and settle: the server has seen at least a
+	// request per waiter (one still connecting has sent nothing yet),
+	// then goes quiet.
+	start, err := requests(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
+	before := start
 	for range 100 {
 		time.Sleep(100 * time.Millisecond)
 		now, err := requests(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		quiet := now-before <= 2
+		quiet := now-before <= 2 && now-start >= int64(len(lockers))
 		before = now
 		if quiet {
 			break
