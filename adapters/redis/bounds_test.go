@@ -11,9 +11,8 @@ import (
 )
 
 // Only a *redis.Client with ContextTimeoutEnabled, under New's lock with
-// no replicas to wait for, lets dlock make requests on the caller's
-// goroutine; the fair lock never does (a timed-out fair attempt may have
-// queued its waiter, so making it again is no idempotent retry).
+// no replicas to wait for or under the fair lock, lets dlock make
+// requests on the caller's goroutine.
 func TestBoundsCalls(t *testing.T) {
 	addr := "127.0.0.1:1" // no I/O: the clients are only inspected
 	plain := redis.NewClient(&redis.Options{Addr: addr})
@@ -37,9 +36,20 @@ func TestBoundsCalls(t *testing.T) {
 			t.Errorf("%s: BoundsCalls = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	fair, release := redislock.NewFairBackend(bounded, time.Second)
-	defer release()
-	if b, ok := fair.(driver.DeadlineBound); ok && b.BoundsCalls() {
-		t.Error("the fair lock on a ContextTimeoutEnabled client: BoundsCalls = true, want false")
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		want   bool
+	}{
+		{"default options", plain, false},
+		{"ContextTimeoutEnabled", bounded, true},
+		{"cluster, ContextTimeoutEnabled", cluster, false},
+	} {
+		fair, release := redislock.NewFairBackend(tc.client, time.Second)
+		b, ok := fair.(driver.DeadlineBound)
+		if got := ok && b.BoundsCalls(); got != tc.want {
+			t.Errorf("fair lock, %s: BoundsCalls = %v, want %v", tc.name, got, tc.want)
+		}
+		release()
 	}
 }

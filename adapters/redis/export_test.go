@@ -50,3 +50,8 @@ func Transfer(ctx context.Context, c redis.UniversalClient, h driver.Hold, r dri
 // RWChannelOf is the channel a release of name's read-write lock
 // publishes on.
 func RWChannelOf(name string) string { return keysFor(name).rwChannel() }
+
+// QueueLen is the number of entries in the fair lock's queue of name.
+func QueueLen(ctx context.Context, c redis.UniversalClient, name string) (int64, error) {
+	return c.LLen(ctx, keysFor(name).queue()).Result()
+}

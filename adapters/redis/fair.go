@@ -86,11 +86,15 @@ type fairBackend struct {
 	channel string
 }
 
-// BoundsCalls is false: the fair lock's requests go through dlock's
-// workers whatever the client (see the package doc on contexts). A fair
-// attempt that timed out may have queued the waiter; making it again is
-// not an idempotent retry this package vouches for.
-func (b *fairBackend) BoundsCalls() bool { return false }
+// BoundsCalls is New's (see backend.BoundsCalls): on a *redis.Client with
+// ContextTimeoutEnabled, attempts and releases run on the caller's
+// goroutine. An attempt made again after one whose outcome is unknown is
+// idempotent for its hold: a waiter already queued keeps its place (ZADD
+// answers 0 for it, and only a new waiter is pushed), a hold already
+// taken is not counted twice (its field), and a grant published for
+// either attempt is found (fairWait keeps each attempt's send time until
+// one misses).
+func (b *fairBackend) BoundsCalls() bool { return b.backend.BoundsCalls() }
 
 func newFairBackend(client redis.UniversalClient, n *notifierRef, queueTimeout time.Duration) *fairBackend {
 	return &fairBackend{backend: backend{client: client, notifier: n}, queueTimeout: queueTimeout, channel: randomID()}

@@ -11,6 +11,7 @@ import (
 	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
@@ -149,5 +150,55 @@ func TestFairHerdFree(t *testing.T) {
 	t.Logf("%.2f requests per hand-off with %d waiters", per, waiters)
 	if per > 3 {
 		t.Fatalf("%.2f requests per hand-off: waiters are stampeding", per)
+	}
+}
+
+// An attempt made again, as dlock makes one whose outcome it does not know
+// (driver.DeadlineBound), changes nothing the first made: a queued waiter
+// keeps one place, and a hold taken is counted once, so one release frees
+// the lock.
+func TestFairRetriedAttemptIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testenv.RedisAddr(t))
+	b, release := redislock.NewFairBackend(c, 5*time.Second)
+	defer release()
+	name := dlocktest.Name(t)
+	holder := driver.Request{Name: name, Owner: "holder#1", TTL: 10 * time.Second}
+	waiter := driver.Request{Name: name, Owner: "waiter#1", TTL: 10 * time.Second, Wait: true}
+	held, err := b.Acquire(ctx, holder)
+	if err != nil || !held.Acquired {
+		t.Fatalf("holder's attempt: %+v, %v", held, err)
+	}
+	for i := range 2 {
+		if g, err := b.Acquire(ctx, waiter); err != nil || g.Acquired {
+			t.Fatalf("waiter's attempt %d while held: %+v, %v", i, g, err)
+		}
+	}
+	if n, err := redislock.QueueLen(ctx, c, name); err != nil || n != 1 {
+		t.Fatalf("queue after the waiter's two attempts: %d entries (%v), want 1", n, err)
+	}
+	// The release grants the lock to the waiter; its attempts find it.
+	if err := b.Release(ctx, driver.Hold{Name: name, Owner: holder.Owner, Token: held.Token, Handle: held.Handle, TTL: holder.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	var tokens [2]uint64
+	var g driver.Grant
+	for i := range tokens {
+		if g, err = b.Acquire(ctx, waiter); err != nil || !g.Acquired {
+			t.Fatalf("waiter's attempt %d after the release: %+v, %v", i, g, err)
+		}
+		tokens[i] = g.Token
+	}
+	if tokens[0] != tokens[1] || tokens[0] <= held.Token {
+		t.Errorf("tokens of the two attempts %v, after %d: want one, larger", tokens, held.Token)
+	}
+	if err := b.Release(ctx, driver.Hold{Name: name, Owner: waiter.Owner, Token: g.Token, Handle: g.Handle, TTL: waiter.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	other := driver.Request{Name: name, Owner: "other#1", TTL: 10 * time.Second}
+	if g, err := b.Acquire(ctx, other); err != nil || !g.Acquired {
+		t.Fatalf("after one release of the twice-attempted hold, another owner's attempt: %+v, %v (counted twice?)", g, err)
+	} else if err := b.Release(ctx, driver.Hold{Name: name, Owner: other.Owner, Token: g.Token, Handle: g.Handle, TTL: other.TTL}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -102,33 +102,49 @@ func TestNoKeyLeftForever(t *testing.T) {
 // error) comes in, not left for a TTL.
 func TestLostReplyLeavesNothing(t *testing.T) {
 	addr := testenv.RedisAddr(t)
-	for _, ctxTimeouts := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
-			p := testenv.NewProxy(t, addr)
-			via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: ctxTimeouts})
-			t.Cleanup(func() { via.Close() })
-			cut := newLocker(t, via) // TTL 30s
-			name := dlocktest.Name(t)
-			ctx := context.Background()
-			if err := via.Ping(ctx).Err(); err != nil { // connect first
-				t.Fatal(err)
-			}
-			p.HoldReplies()
-			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			defer cancel()
-			if _, err := cut.Lock(short, name); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Lock with its reply held back: %v, want ErrNotAcquired and DeadlineExceeded", err)
-			}
-			p.Restore()
-			wait, cancel := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
-			defer cancel()
-			lease, err := newLocker(t, client(t, addr)).Lock(wait, name)
-			if err != nil {
-				t.Fatalf("another owner after the lost reply (the orphan would hold 30s): %v", err)
-			}
-			lease.Unlock(ctx)
-		})
+	for _, tc := range lockerKinds {
+		for _, ctxTimeouts := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ContextTimeoutEnabled=%v", tc.name, ctxTimeouts), func(t *testing.T) {
+				testLostReply(t, addr, tc.make, ctxTimeouts)
+			})
+		}
 	}
+}
+
+// lockerKinds are the package's two locks, for the tests that run on each.
+var lockerKinds = []struct {
+	name string
+	make func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker
+}{
+	{"New", newLocker},
+	{"NewFair", newFair},
+}
+
+// testLostReply is TestLostReplyLeavesNothing on the Locker mk makes.
+func testLostReply(t *testing.T, addr string, mk func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker, ctxTimeouts bool) {
+	p := testenv.NewProxy(t, addr)
+	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: ctxTimeouts})
+	t.Cleanup(func() { via.Close() })
+	cut := mk(t, via) // TTL 30s
+	name := dlocktest.Name(t)
+	ctx := context.Background()
+	if err := via.Ping(ctx).Err(); err != nil { // connect first
+		t.Fatal(err)
+	}
+	p.HoldReplies()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := cut.Lock(short, name); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with its reply held back: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	p.Restore()
+	wait, cancel := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
+	defer cancel()
+	lease, err := mk(t, client(t, addr)).Lock(wait, name)
+	if err != nil {
+		t.Fatalf("another owner after the lost reply (the orphan would hold 30s): %v", err)
+	}
+	lease.Unlock(ctx)
 }
 
 // A client with ContextTimeoutEnabled keeps each command's ctx deadline,
@@ -138,10 +154,18 @@ func TestLostReplyLeavesNothing(t *testing.T) {
 // behalf is given back.
 func TestContextTimeoutsLockHonoursCancel(t *testing.T) {
 	addr := testenv.RedisAddr(t)
+	for _, tc := range lockerKinds {
+		t.Run(tc.name, func(t *testing.T) { testHonoursCancel(t, addr, tc.make) })
+	}
+}
+
+// testHonoursCancel is TestContextTimeoutsLockHonoursCancel on the Locker
+// mk makes.
+func testHonoursCancel(t *testing.T, addr string, mk func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker) {
 	p := testenv.NewProxy(t, addr)
 	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { via.Close() })
-	cut := newLocker(t, via)
+	cut := mk(t, via)
 	name := dlocktest.Name(t)
 	ctx := context.Background()
 	if err := via.Ping(ctx).Err(); err != nil { // connect first
@@ -158,22 +182,28 @@ func TestContextTimeoutsLockHonoursCancel(t *testing.T) {
 	p.Restore()
 	wait, stop := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
 	defer stop()
-	lease, err := newLocker(t, client(t, addr)).Lock(wait, name)
+	lease, err := mk(t, client(t, addr)).Lock(wait, name)
 	if err != nil {
 		t.Fatalf("another owner after the cancelled Lock: %v", err)
 	}
 	lease.Unlock(ctx)
 }
 
+// The conformance suite with requests on the caller's goroutine, on
+// both locks.
 func TestConformanceContextTimeouts(t *testing.T) {
 	addr := testenv.RedisAddr(t)
-	dlocktest.Run(t, dlocktest.Harness{
-		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { c.Close() })
-			return newLocker(t, c, opts...)
-		},
-	})
+	for _, tc := range lockerKinds {
+		t.Run(tc.name, func(t *testing.T) {
+			dlocktest.Run(t, dlocktest.Harness{
+				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+					c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+					t.Cleanup(func() { c.Close() })
+					return tc.make(t, c, opts...)
+				},
+			})
+		})
+	}
 }
 
 // bsm/redislock's TestLock_Release_not_own: the lock key overwritten
