@@ -15,7 +15,9 @@
 // hold lasts: with 64 waiting Lockers, about 2.5 requests per hand-off
 // when holds last no time and 5.3 when they last 10 ms (BenchmarkHerd).
 // Where many processes wait for one name on MySQL, package advisory
-// queues them in the server instead. On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
+// queues them in the server instead.
+//
+// On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
 // connection, shared by the waiters of every Locker on it. Waiting
 // processes queue in dlock_waiters (an unlogged table), each under the
 // owner and TTL of its waiter's last attempt. While the process's LISTEN

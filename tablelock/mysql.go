@@ -17,9 +17,8 @@ import (
 // myAcquire inserts the row, takes over an expired one, or takes again one
 // the owner holds (an owner id is one hold's: that is a retried attempt
 // whose reply was lost, not counted twice; see pgTake), in one statement.
-// ON DUPLICATE KEY UPDATE assigns left
-// to right and later expressions see earlier results, so owner is decided
-// first; after it, "owner = VALUES(owner)" means the lock is ours. The
+// ON DUPLICATE KEY UPDATE assigns left to right and later expressions see
+// earlier results, so owner is decided first; after it, "owner = VALUES(owner)" means the lock is ours. The
 // token comes back through LAST_INSERT_ID(expr), which the server returns
 // in the statement's reply as the insert id: the token when acquired, 0
 // when another owner holds the lock. Times are UTC_TIMESTAMP(6), which no

@@ -114,35 +114,53 @@ func TestLostReplyLeavesNothing(t *testing.T) {
 // lockerKinds are the package's two locks, for the tests that run on each.
 var lockerKinds = []struct {
 	name string
-	make func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker
+	make lockerMaker
 }{
 	{"New", newLocker},
 	{"NewFair", newFair},
 }
 
 // testLostReply is TestLostReplyLeavesNothing on the Locker mk makes.
-func testLostReply(t *testing.T, addr string, mk func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker, ctxTimeouts bool) {
-	p := testenv.NewProxy(t, addr)
-	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: ctxTimeouts})
-	t.Cleanup(func() { via.Close() })
-	cut := mk(t, via) // TTL 30s
-	name := dlocktest.Name(t)
-	ctx := context.Background()
-	if err := via.Ping(ctx).Err(); err != nil { // connect first
-		t.Fatal(err)
-	}
-	p.HoldReplies()
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+func testLostReply(t *testing.T, addr string, mk lockerMaker, ctxTimeouts bool) {
+	p, cut, name := heldBack(t, addr, mk, ctxTimeouts) // TTL 30s
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := cut.Lock(short, name); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with its reply held back: %v, want ErrNotAcquired and DeadlineExceeded", err)
 	}
 	p.Restore()
-	wait, cancel := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
+	takenByAnother(t, addr, mk, name, "after the lost reply (the orphan would hold 30s)")
+}
+
+// lockerMaker makes one of the package's Lockers on a client.
+type lockerMaker func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker
+
+// heldBack returns a proxy to addr, a Locker from mk on a client through
+// it (connected, with ContextTimeoutEnabled as given), and a name; the
+// proxy holds back the server's replies from now on.
+func heldBack(t *testing.T, addr string, mk lockerMaker, ctxTimeouts bool) (*testenv.Proxy, *redislock.Locker, string) {
+	t.Helper()
+	p := testenv.NewProxy(t, addr)
+	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: ctxTimeouts})
+	t.Cleanup(func() { via.Close() })
+	cut := mk(t, via)
+	if err := via.Ping(context.Background()).Err(); err != nil { // connect first
+		t.Fatal(err)
+	}
+	p.HoldReplies()
+	return p, cut, dlocktest.Name(t)
+}
+
+// takenByAnother fails t unless a Locker from mk on a client of its own
+// takes name within twice DefaultReleaseTimeout: what an abandoned
+// acquire took has been given back.
+func takenByAnother(t *testing.T, addr string, mk lockerMaker, name, after string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*dlock.DefaultReleaseTimeout)
 	defer cancel()
-	lease, err := mk(t, client(t, addr)).Lock(wait, name)
+	lease, err := mk(t, client(t, addr)).Lock(ctx, name)
 	if err != nil {
-		t.Fatalf("another owner after the lost reply (the orphan would hold 30s): %v", err)
+		t.Fatalf("another owner %s: %v", after, err)
 	}
 	lease.Unlock(ctx)
 }
@@ -161,17 +179,8 @@ func TestContextTimeoutsLockHonoursCancel(t *testing.T) {
 
 // testHonoursCancel is TestContextTimeoutsLockHonoursCancel on the Locker
 // mk makes.
-func testHonoursCancel(t *testing.T, addr string, mk func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker) {
-	p := testenv.NewProxy(t, addr)
-	via := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { via.Close() })
-	cut := mk(t, via)
-	name := dlocktest.Name(t)
-	ctx := context.Background()
-	if err := via.Ping(ctx).Err(); err != nil { // connect first
-		t.Fatal(err)
-	}
-	p.HoldReplies()
+func testHonoursCancel(t *testing.T, addr string, mk lockerMaker) {
+	p, cut, name := heldBack(t, addr, mk, true)
 	cancellable, cancelled := testenv.CancelSoon()
 	_, err := cut.Lock(cancellable, name)
 	returned := time.Now()
@@ -180,13 +189,7 @@ func testHonoursCancel(t *testing.T, addr string, mk func(testing.TB, redis.Univ
 	}
 	testenv.CheckWithinMargin(t, "Lock", returned, cancelled)
 	p.Restore()
-	wait, stop := context.WithTimeout(ctx, 2*dlock.DefaultReleaseTimeout)
-	defer stop()
-	lease, err := mk(t, client(t, addr)).Lock(wait, name)
-	if err != nil {
-		t.Fatalf("another owner after the cancelled Lock: %v", err)
-	}
-	lease.Unlock(ctx)
+	takenByAnother(t, addr, mk, name, "after the cancelled Lock")
 }
 
 // The conformance suite with requests on the caller's goroutine, on
