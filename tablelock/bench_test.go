@@ -24,32 +24,35 @@ func BenchmarkSeckill(b *testing.B) { testenv.Seckill(b, locker) }
 
 // BenchmarkHerd counts the statements per hand-off with 64 waiters: on
 // MySQL by the server's counter, on PostgreSQL as pgx sends them
-// (testenv.PGCounter). The PostgreSQL waiters are 64 Lockers on one pool,
-// then 16 processes of 4 (a pool and a LISTEN connection each).
+// (testenv.PGCounter). The waiters are 64 Lockers on one pool, then 16
+// processes of 4 (a pool each; on PostgreSQL, a LISTEN connection each).
 func BenchmarkHerd(b *testing.B) {
-	b.Run("mysql", func(b *testing.B) {
-		db := migrated(b, testenv.MySQL)
-		waiters := make([]dlock.Locker, 64)
-		for i := range waiters {
-			waiters[i] = newLocker(b, db)
-		}
-		dlocktest.BenchHerd(b, newLocker(b, db), waiters, testenv.MySQLQuestions(db))
-	})
+	for _, procs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("mysql/processes=%d", procs), func(b *testing.B) {
+			herd(b, procs, func(b *testing.B) *sql.DB { return migrated(b, testenv.MySQL) }, testenv.MySQLQuestions(migrated(b, testenv.MySQL)))
+		})
+	}
 	for _, procs := range []int{1, 16} {
 		b.Run(fmt.Sprintf("postgres/processes=%d", procs), func(b *testing.B) {
 			var count testenv.PGCounter
-			dbs := make([]*sql.DB, procs)
-			for i := range dbs {
-				dbs[i] = migrated(b, count.Open)
-				dbs[i].SetMaxOpenConns(64/procs + 1)
-			}
-			waiters := make([]dlock.Locker, 64)
-			for i := range waiters {
-				waiters[i] = newLocker(b, dbs[i%procs])
-			}
-			dlocktest.BenchHerd(b, newLocker(b, dbs[0]), waiters, count.Requests())
+			herd(b, procs, func(b *testing.B) *sql.DB { return migrated(b, count.Open) }, count.Requests())
 		})
 	}
+}
+
+// herd is BenchHerd with 64 waiting Lockers spread over procs pools
+// opened by open, the holder on the first.
+func herd(b *testing.B, procs int, open func(*testing.B) *sql.DB, requests dlocktest.Requests) {
+	dbs := make([]*sql.DB, procs)
+	for i := range dbs {
+		dbs[i] = open(b)
+		dbs[i].SetMaxOpenConns(64/procs + 1)
+	}
+	waiters := make([]dlock.Locker, 64)
+	for i := range waiters {
+		waiters[i] = newLocker(b, dbs[i%procs])
+	}
+	dlocktest.BenchHerd(b, newLocker(b, dbs[0]), waiters, requests)
 }
 
 // BenchmarkUncontendedRaw is W1 on the bare primitive the package wraps

@@ -8,14 +8,20 @@
 // connection pool, and a holder that dies releases the lock when its lease
 // expires. Rows are kept after release so the token only ever grows.
 //
-// Waiting is pushed on PostgreSQL and polled with capped, jittered backoff
-// on MySQL. Either way a waiter also wakes when the holder's lease runs
-// out. MySQL offers no push, so there every waiting Locker polls, and a
-// hand-off costs more requests the more Lockers wait and the longer each
-// hold lasts: with 64 waiting Lockers, about 2.5 requests per hand-off
-// when holds last no time and 5.3 when they last 10 ms (BenchmarkHerd).
-// Where many processes wait for one name on MySQL, package advisory
-// queues them in the server instead.
+// Waiting is pushed on PostgreSQL. MySQL offers no push, so its waiters
+// poll, one per process: the waiters of every Locker on one *sql.DB wait
+// for a name in one queue in the process, and one poll per name, paced by
+// the capped, jittered Backoff of the Locker whose waiter came first,
+// wakes the longest waiting of them to make an attempt. A release by any
+// Locker on the *sql.DB wakes that waiter at once; a release by another
+// process, or a lease that ran out, is found by the next poll. The other
+// waiters make an attempt of their own only every PushFallback. A
+// hand-off therefore costs about two statements in a process however
+// many of its Lockers wait, and across processes what their polls send
+// while the lock is held: with 64 waiting Lockers and 10 ms holds, 2.1
+// requests per hand-off in one process and 3.1 spread over 16
+// (BenchmarkHerd). Where many processes wait for one name on MySQL,
+// package advisory queues them in the server instead.
 //
 // On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
 // connection, shared by the waiters of every Locker on it. Waiting

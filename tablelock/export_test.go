@@ -2,6 +2,7 @@ package tablelock
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/dlockhq/dlock/driver"
@@ -37,3 +38,7 @@ func Attempt(ctx context.Context, l *Locker, name, owner string) (bool, uint64, 
 func ReleaseHold(ctx context.Context, l *Locker, name, owner string) error {
 	return l.b.Release(ctx, driver.Hold{Name: name, Owner: owner, TTL: time.Minute})
 }
+
+// InRoom is how many of this process's waiters wait for name on db (see
+// room), and whether db has a room open.
+func InRoom(db *sql.DB, name string) (int, bool) { return inRoom(db, name) }

@@ -111,6 +111,7 @@ type mysql struct {
 	// be seen.
 	unmarked atomic.Bool
 	log      *slog.Logger
+	backoff  dlock.Backoff // paces a room's poll
 }
 
 // noWaitedAt reports whether err says waited_at is missing, and if so
@@ -131,10 +132,25 @@ func schemaFallback(missing bool, older *atomic.Bool, log *slog.Logger, err erro
 }
 
 var (
-	_ driver.Backend    = (*mysql)(nil)
-	_ driver.Transferer = (*mysql)(nil)
-	_ dlock.Inspector   = (*mysql)(nil)
+	_ driver.Backend      = (*mysql)(nil)
+	_ driver.Transferer   = (*mysql)(nil)
+	_ driver.LiveNotifier = (*mysql)(nil)
+	_ dlock.Inspector     = (*mysql)(nil)
 )
+
+// Subscribe puts r's waiter in the process's room for r.Name (see room):
+// a release by a Locker on the same *sql.DB wakes it, and the room's poll
+// stands in for a release by another process.
+func (m *mysql) Subscribe(_ context.Context, r driver.Request) (<-chan struct{}, func(), error) {
+	wake, cancel := subscribe(m.db, r, m.backoff)
+	return wake, cancel, nil
+}
+
+// SubscribeLive is Subscribe, which needs no I/O.
+func (m *mysql) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
+	wake, cancel := subscribe(m.db, r, m.backoff)
+	return wake, cancel, true
+}
 
 func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	stmt := myAcquire
@@ -170,7 +186,11 @@ func (m *mysql) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	return m.changed(ctx, res, h)
+	if err := m.changed(ctx, res, h); err != nil {
+		return err
+	}
+	released(m.db, h.Name)
+	return nil
 }
 
 func (m *mysql) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {

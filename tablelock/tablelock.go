@@ -55,6 +55,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 		return nil, err
 	}
 	b.log = c.Config().Logger
+	b.backoff = c.Config().Backoff
 	b.queueTTL = 2*c.Config().PushFallback + time.Second
 	return &Locker{Client: c, b: b}, nil
 }
@@ -80,6 +81,7 @@ type dialectBackend interface {
 type backend struct {
 	db       *sql.DB
 	log      *slog.Logger
+	backoff  dlock.Backoff // paces a MySQL room's poll (see subscribe)
 	queueTTL time.Duration // see postgres.queueTTL
 
 	mu       sync.Mutex
@@ -121,7 +123,7 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 			}
 			b.d = p
 		case sqldialect.MySQL:
-			b.d = &mysql{db: b.db, log: b.log}
+			b.d = &mysql{db: b.db, log: b.log, backoff: b.backoff}
 		}
 	}
 	return b.d, nil
@@ -193,8 +195,9 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 	return h, ok, schemaHint(err)
 }
 
-// Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver;
-// elsewhere waiters poll (errors.ErrUnsupported).
+// Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver,
+// and within the process on MySQL (see room); elsewhere waiters poll
+// (errors.ErrUnsupported).
 func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	d, err := b.get(ctx)
 	if err != nil {
@@ -203,11 +206,12 @@ func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struc
 	if n, ok := d.(driver.Notifier); ok {
 		return n.Subscribe(ctx, r)
 	}
-	return nil, nil, fmt.Errorf("tablelock: push wake-ups on MySQL: %w", errors.ErrUnsupported)
+	return nil, nil, fmt.Errorf("tablelock: push wake-ups: %w", errors.ErrUnsupported)
 }
 
-// SubscribeLive subscribes with no I/O once the dialect is known and
-// PostgreSQL's LISTEN connection is up (see postgres.SubscribeLive).
+// SubscribeLive subscribes with no I/O once the dialect is known, on
+// MySQL always and on PostgreSQL while its LISTEN connection is up (see
+// postgres.SubscribeLive).
 func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
 	b.mu.Lock()
 	d := b.d

@@ -1,0 +1,127 @@
+package tablelock
+
+import (
+	"database/sql"
+	"sync"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/wakeup"
+)
+
+// MySQL has nothing to push a release with, so its waiters poll. A room
+// keeps that to one poll per process: the waiters of every Locker on one
+// *sql.DB wait for a name in one queue (a wakeup.Hub), and one timer per
+// name, paced by the backoff of the Locker whose waiter opened the room,
+// wakes the longest waiting of them to make the attempt. A release by any
+// Locker on the *sql.DB wakes that waiter at once. A release by another
+// process is found by the next poll.
+//
+// A waiter still tries on its own after dlock.Config.PushFallback, as it
+// does when a push can be lost: waiters behind the first each make an
+// attempt per PushFallback, where they used to make one per backoff step.
+//
+// Lock order: roomsMu, then a Hub's own lock.
+var (
+	roomsMu sync.Mutex
+	rooms   map[*sql.DB]*room // waited-in rooms, by *sql.DB
+)
+
+// room is the waiters of one *sql.DB, by name.
+type room struct {
+	hub   wakeup.Hub
+	polls map[string]*roomPoll // guarded by roomsMu
+}
+
+// roomPoll is a name's poll timer. A timer whose poll is stopped does
+// nothing more when it fires.
+type roomPoll struct {
+	t       *time.Timer
+	backoff dlock.Backoff
+	attempt int
+	waiters int
+	stopped bool
+}
+
+// subscribe adds r's waiter to db's room for r.Name, and opens the room
+// (starting its poll, paced by backoff) when no one waits for the name
+// in this process; cancel takes the waiter out, and stops the poll with
+// the last one.
+func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan struct{}, cancel func()) {
+	roomsMu.Lock()
+	defer roomsMu.Unlock()
+	rm := rooms[db]
+	if rm == nil {
+		if rooms == nil {
+			rooms = map[*sql.DB]*room{}
+		}
+		rm = &room{polls: map[string]*roomPoll{}}
+		rooms[db] = rm
+	}
+	p := rm.polls[r.Name]
+	if p == nil {
+		p = &roomPoll{backoff: backoff}
+		p.t = time.AfterFunc(backoff(0), func() { rm.poll(r.Name, p) })
+		rm.polls[r.Name] = p
+	}
+	p.waiters++
+	wake, remove := rm.hub.Add(r.Name)
+	var once sync.Once
+	return wake, func() {
+		once.Do(func() {
+			roomsMu.Lock()
+			defer roomsMu.Unlock()
+			remove()
+			if p.waiters--; p.waiters > 0 {
+				return
+			}
+			p.stopped = true
+			p.t.Stop()
+			delete(rm.polls, r.Name)
+			if len(rm.polls) == 0 {
+				delete(rooms, db)
+			}
+		})
+	}
+}
+
+// poll wakes name's longest waiting waiter for an attempt, and sets the
+// timer for the next poll.
+func (rm *room) poll(name string, p *roomPoll) {
+	roomsMu.Lock()
+	if p.stopped {
+		roomsMu.Unlock()
+		return
+	}
+	p.attempt++
+	p.t.Reset(p.backoff(p.attempt))
+	roomsMu.Unlock()
+	rm.hub.WakeOne(name)
+}
+
+// released wakes the longest waiting waiter for name on db, if this
+// process has one: a hold of name on db has just ended.
+func released(db *sql.DB, name string) {
+	roomsMu.Lock()
+	rm := rooms[db]
+	roomsMu.Unlock()
+	if rm != nil {
+		rm.hub.WakeOne(name)
+	}
+}
+
+// inRoom is how many waiters wait for name on db in this process, and
+// whether db has a room open at all.
+func inRoom(db *sql.DB, name string) (waiters int, open bool) {
+	roomsMu.Lock()
+	defer roomsMu.Unlock()
+	rm := rooms[db]
+	if rm == nil {
+		return 0, false
+	}
+	if p := rm.polls[name]; p != nil {
+		waiters = p.waiters
+	}
+	return waiters, true
+}

@@ -1,0 +1,181 @@
+package tablelock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// MySQL waiters wait in their process's room: the Lockers on one *sql.DB
+// queue for a name in the process, a release by any of them wakes the
+// longest waiting one, and one poll per name finds a release by another
+// process.
+
+// pushOnly leaves a waiter to its room alone: its own backoff and its
+// fallback are a minute, longer than any test here waits.
+func pushOnly(c *dlock.Config) {
+	c.PushFallback = time.Minute
+	c.Backoff = func(int) time.Duration { return time.Minute }
+}
+
+// untilInRoom waits until n of the process's waiters wait for name on db.
+func untilInRoom(t *testing.T, ctx context.Context, db *sql.DB, name string, n int) {
+	t.Helper()
+	for {
+		if got, _ := tablelock.InRoom(db, name); got == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			got, _ := tablelock.InRoom(db, name)
+			t.Fatalf("%d waiters in the room for %q, want %d", got, name, n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// lockAndUnlock locks name with l in the background and reports the
+// outcome of the Lock and its Unlock on the returned channel.
+func lockAndUnlock(ctx context.Context, l dlock.Locker, name string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx, name)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// A release by another Locker of the process wakes a waiter that neither
+// polls nor falls back within the test.
+func TestRoomWakesOnRelease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	db := migrated(t, testenv.MySQL)
+	holder, waiter := newLocker(t, db), newLocker(t, db, pushOnly)
+	name := dlocktest.Name(t)
+	lease, err := holder.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := lockAndUnlock(ctx, waiter, name)
+	untilInRoom(t, ctx, db, name, 1)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter after the release: %v", err)
+	}
+	if n, open := tablelock.InRoom(db, name); n != 0 || open {
+		t.Errorf("after its last waiter: %d waiters, room open %v", n, open)
+	}
+}
+
+// A release by another process is found by the room's poll, paced by the
+// waiting Locker's backoff, while its fallback is a minute away.
+func TestRoomPollsForOtherProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	here, there := migrated(t, testenv.MySQL), migrated(t, testenv.MySQL)
+	name := dlocktest.Name(t)
+	lease, err := newLocker(t, there).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newLocker(t, here, slowPoll, dlock.WithBackoff(dlock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)))
+	done := lockAndUnlock(ctx, waiter, name)
+	untilInRoom(t, ctx, here, name, 1)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter after another process's release: %v", err)
+	}
+}
+
+// A waiter that gives up leaves the room, and the room closes with it.
+func TestRoomClosesWhenTheWaiterGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	db := migrated(t, testenv.MySQL)
+	name := dlocktest.Name(t)
+	lease, err := newLocker(t, db).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	waitCtx, giveUp := context.WithCancel(ctx)
+	done := lockAndUnlock(waitCtx, newLocker(t, db, pushOnly), name)
+	untilInRoom(t, ctx, db, name, 1)
+	giveUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiter that gave up: %v, want context.Canceled", err)
+	}
+	if n, open := tablelock.InRoom(db, name); n != 0 || open {
+		t.Errorf("after its waiter gave up: %d waiters, room open %v", n, open)
+	}
+}
+
+// With 16 Lockers of a process waiting, each holding 10 ms, a hand-off
+// costs the release and the next holder's attempt, and little more: the
+// room's poll, at its slowest by then, and no attempt from the others.
+// Polling Lockers each made attempts at their own backoff meanwhile.
+func TestRoomHerd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	var count testenv.MySQLCounter
+	db := migrated(t, count.Open)
+	name := dlocktest.Name(t)
+	first, err := newLocker(t, db).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 16
+	leases := make(chan dlock.Lease, waiters)
+	errs := make(chan error, waiters)
+	for range waiters {
+		l := newLocker(t, db, slowPoll)
+		go func() {
+			lease, err := l.Lock(ctx, name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			leases <- lease
+		}()
+	}
+	untilInRoom(t, ctx, db, name, waiters)
+	// Let the room's poll slow to its cap (ExponentialBackoff(2ms, 250ms)
+	// reaches it on the eighth poll, within half a second).
+	time.Sleep(600 * time.Millisecond)
+	before, _ := count.Requests()(ctx)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		select {
+		case lease := <-leases:
+			time.Sleep(10 * time.Millisecond)
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	after, _ := count.Requests()(ctx)
+	if perHandOff := float64(after-before) / waiters; perHandOff > 2.5 {
+		t.Errorf("%.2f statements per hand-off with %d waiters, want at most 2.5", perHandOff, waiters)
+	} else {
+		t.Logf("%.2f statements per hand-off with %d waiters", perHandOff, waiters)
+	}
+}
