@@ -10,9 +10,9 @@
 //
 // Waiting is pushed on PostgreSQL. MySQL offers no push, so its waiters
 // poll, one per process: the waiters of every Locker on one *sql.DB wait
-// for a name in one queue in the process, and one poll per name, paced by
-// the capped, jittered Backoff of the Locker whose waiter came first,
-// wakes the longest waiting of them to make an attempt. A release by any
+// for a name in one queue in the process, and one poll per name wakes
+// the longest waiting of them to make an attempt, paced by that waiter's
+// Locker's Backoff (capped and jittered by default). A release by any
 // Locker on the *sql.DB wakes that waiter at once; a release by another
 // process, or a lease that ran out, is found by the next poll. The other
 // waiters make an attempt of their own only every PushFallback. A

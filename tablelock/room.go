@@ -2,6 +2,7 @@ package tablelock
 
 import (
 	"database/sql"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 // MySQL has nothing to push a release with, so its waiters poll. A room
 // keeps that to one poll per process: the waiters of every Locker on one
 // *sql.DB wait for a name in one queue (a wakeup.Hub), and one timer per
-// name, paced by the backoff of the Locker whose waiter opened the room,
-// wakes the longest waiting of them to make the attempt. A release by any
-// Locker on the *sql.DB wakes that waiter at once. A release by another
-// process is found by the next poll.
+// name wakes the longest waiting of them to make the attempt, paced by
+// that waiter's Locker's Backoff (at most one poll a millisecond). A
+// release by any Locker on the *sql.DB wakes that waiter at once. A
+// release by another process is found by the next poll.
 //
 // A waiter still tries on its own after dlock.Config.PushFallback, as it
 // does when a push can be lost: waiters behind the first each make an
@@ -28,26 +29,36 @@ var (
 	rooms   map[*sql.DB]*room // waited-in rooms, by *sql.DB
 )
 
+// minPoll is the shortest pause between two polls of a room, whatever a
+// Backoff says: a poll that came sooner would wake the next waiter while
+// the first is still making its attempt.
+const minPoll = time.Millisecond
+
 // room is the waiters of one *sql.DB, by name.
 type room struct {
 	hub   wakeup.Hub
 	polls map[string]*roomPoll // guarded by roomsMu
 }
 
-// roomPoll is a name's poll timer. A timer whose poll is stopped does
-// nothing more when it fires.
+// roomPoll is a name's poll timer and the backoffs of its waiters, the
+// longest waiting first. A timer whose poll is stopped does nothing more
+// when it fires.
 type roomPoll struct {
-	t       *time.Timer
-	backoff dlock.Backoff
-	attempt int
-	waiters int
-	stopped bool
+	t        *time.Timer
+	attempt  int
+	backoffs []*dlock.Backoff // one per waiter, told apart by address
+	stopped  bool
 }
 
-// subscribe adds r's waiter to db's room for r.Name, and opens the room
-// (starting its poll, paced by backoff) when no one waits for the name
-// in this process; cancel takes the waiter out, and stops the poll with
-// the last one.
+// next is the pause before the next poll.
+func (p *roomPoll) next() time.Duration {
+	return max(minPoll, (*p.backoffs[0])(p.attempt))
+}
+
+// subscribe adds r's waiter, whose Locker polls at backoff, to db's room
+// for r.Name, and opens the room (starting its poll) when no one waits
+// for the name in this process; cancel takes the waiter out, and stops
+// the poll with the last one.
 func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan struct{}, cancel func()) {
 	roomsMu.Lock()
 	defer roomsMu.Unlock()
@@ -59,13 +70,15 @@ func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan
 		rm = &room{polls: map[string]*roomPoll{}}
 		rooms[db] = rm
 	}
+	mine := &backoff
 	p := rm.polls[r.Name]
 	if p == nil {
-		p = &roomPoll{backoff: backoff}
-		p.t = time.AfterFunc(backoff(0), func() { rm.poll(r.Name, p) })
+		p = &roomPoll{backoffs: []*dlock.Backoff{mine}}
+		p.t = time.AfterFunc(p.next(), func() { rm.poll(r.Name, p) })
 		rm.polls[r.Name] = p
+	} else {
+		p.backoffs = append(p.backoffs, mine)
 	}
-	p.waiters++
 	wake, remove := rm.hub.Add(r.Name)
 	var once sync.Once
 	return wake, func() {
@@ -73,7 +86,12 @@ func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan
 			roomsMu.Lock()
 			defer roomsMu.Unlock()
 			remove()
-			if p.waiters--; p.waiters > 0 {
+			wasFirst := p.backoffs[0] == mine
+			p.backoffs = slices.DeleteFunc(p.backoffs, func(b *dlock.Backoff) bool { return b == mine })
+			if len(p.backoffs) > 0 {
+				if wasFirst { // the next poll is the new first waiter's
+					p.t.Reset(p.next())
+				}
 				return
 			}
 			p.stopped = true
@@ -95,7 +113,7 @@ func (rm *room) poll(name string, p *roomPoll) {
 		return
 	}
 	p.attempt++
-	p.t.Reset(p.backoff(p.attempt))
+	p.t.Reset(p.next())
 	roomsMu.Unlock()
 	rm.hub.WakeOne(name)
 }
@@ -121,7 +139,7 @@ func inRoom(db *sql.DB, name string) (waiters int, open bool) {
 		return 0, false
 	}
 	if p := rm.polls[name]; p != nil {
-		waiters = p.waiters
+		waiters = len(p.backoffs)
 	}
 	return waiters, true
 }

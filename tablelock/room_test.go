@@ -179,3 +179,32 @@ func TestRoomHerd(t *testing.T) {
 		t.Logf("%.2f statements per hand-off with %d waiters", perHandOff, waiters)
 	}
 }
+
+// The poll is paced by the backoff of the waiter it wakes, the longest
+// waiting: once a waiter whose Locker polls every minute gives up, the
+// poll follows the next one's.
+func TestRoomPollFollowsTheLongestWaiting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	here, there := migrated(t, testenv.MySQL), migrated(t, testenv.MySQL)
+	name := dlocktest.Name(t)
+	lease, err := newLocker(t, there).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowCtx, giveUp := context.WithCancel(ctx)
+	slow := lockAndUnlock(slowCtx, newLocker(t, here, pushOnly), name)
+	untilInRoom(t, ctx, here, name, 1)
+	fast := lockAndUnlock(ctx, newLocker(t, here, slowPoll, dlock.WithBackoff(dlock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond))), name)
+	untilInRoom(t, ctx, here, name, 2)
+	giveUp()
+	if err := <-slow; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter that gave up: %v, want context.Canceled", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fast; err != nil {
+		t.Fatalf("the waiter left after another process's release: %v", err)
+	}
+}
