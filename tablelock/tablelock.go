@@ -73,6 +73,7 @@ func (l *Locker) Close(ctx context.Context) error {
 type dialectBackend interface {
 	driver.Backend
 	driver.Transferer
+	driver.Notifier
 	dlock.Inspector
 }
 
@@ -195,18 +196,15 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 	return h, ok, schemaHint(err)
 }
 
-// Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver,
-// and within the process on MySQL (see room); elsewhere waiters poll
-// (errors.ErrUnsupported).
+// Subscribe pushes wake-ups on PostgreSQL through pgx's stdlib driver
+// (where it cannot, waiters poll: errors.ErrUnsupported), and within the
+// process on MySQL (see room).
 func (b *backend) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {
 	d, err := b.get(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if n, ok := d.(driver.Notifier); ok {
-		return n.Subscribe(ctx, r)
-	}
-	return nil, nil, fmt.Errorf("tablelock: push wake-ups: %w", errors.ErrUnsupported)
+	return d.Subscribe(ctx, r)
 }
 
 // SubscribeLive subscribes with no I/O once the dialect is known, on
