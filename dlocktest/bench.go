@@ -215,8 +215,8 @@ func BenchHerd(b *testing.B, holder dlock.Locker, lockers []dlock.Locker, reques
 	name := Name(b)
 	var quick, held float64
 	for i := 0; i < b.N; i++ {
-		quick += herdRound(ctx, b, name, holder, lockers, requests, 0)
-		held += herdRound(ctx, b, name, holder, lockers, requests, HerdHold)
+		quick += HerdRound(ctx, b, name, holder, lockers, requests, 0)
+		held += HerdRound(ctx, b, name, holder, lockers, requests, HerdHold)
 	}
 	b.ReportMetric(quick/float64(b.N), "requests/hand-off")
 	b.ReportMetric(held/float64(b.N), "held-requests/hand-off")
@@ -226,10 +226,11 @@ func BenchHerd(b *testing.B, holder dlock.Locker, lockers []dlock.Locker, reques
 // lock.
 const HerdHold = 10 * time.Millisecond
 
-// herdRound queues lockers behind holder on name, lets the server go
-// quiet, and returns the server requests per hand-off from holder's
-// Unlock until every waiter has held the lock for hold and unlocked.
-func herdRound(ctx context.Context, b *testing.B, name string, holder dlock.Locker, lockers []dlock.Locker, requests Requests, hold time.Duration) float64 {
+// HerdRound is one round of BenchHerd, for a test as well: it queues
+// lockers behind holder on name, lets the server go quiet, and returns
+// the server requests per hand-off from holder's Unlock until every
+// waiter has held the lock for hold and unlocked.
+func HerdRound(ctx context.Context, b testing.TB, name string, holder dlock.Locker, lockers []dlock.Locker, requests Requests, hold time.Duration) float64 {
 	first, err := holder.Lock(ctx, name)
 	if err != nil {
 		b.Fatal(err)
