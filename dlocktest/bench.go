@@ -235,6 +235,13 @@ func HerdRound(ctx context.Context, b testing.TB, name string, holder dlock.Lock
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Counted before the waiters start: one that has a session at hand
+	// sends its request at once, and the wait below is for a request
+	// per waiter.
+	start, err := requests(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	leases := make(chan dlock.Lease, len(lockers))
 	errs := make(chan error, len(lockers))
 	for _, l := range lockers {
@@ -250,10 +257,6 @@ func HerdRound(ctx context.Context, b testing.TB, name string, holder dlock.Lock
 	// Let every waiter queue and settle: the server has seen at least a
 	// request per waiter (one still connecting has sent nothing yet),
 	// then goes quiet.
-	start, err := requests(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
 	before := start
 	for range 100 {
 		time.Sleep(100 * time.Millisecond)
