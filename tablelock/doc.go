@@ -19,7 +19,7 @@
 // hand-off therefore costs about two statements in a process however
 // many of its Lockers wait, and across processes what their polls send
 // while the lock is held: with 64 waiting Lockers and 10 ms holds, 2.1
-// requests per hand-off in one process and 3.2 spread over 16
+// requests per hand-off in one process and 2.9 to 3.2 spread over 16
 // (BenchmarkHerd). Where many processes wait for one name on MySQL,
 // package advisory queues them in the server instead.
 //
