@@ -61,6 +61,14 @@ func untilInRoom(t *testing.T, ctx context.Context, db *sql.DB, name string, n i
 	}
 }
 
+// roomClosed fails t unless db's room is closed, when says after what.
+func roomClosed(t *testing.T, db *sql.DB, name, when string) {
+	t.Helper()
+	if n, open := tablelock.InRoom(db, name); n != 0 || open {
+		t.Errorf("%s: %d waiters for %q, room open %v", when, n, name, open)
+	}
+}
+
 // lockAndUnlock locks name with l in the background and reports the
 // outcome of the Lock and its Unlock on the returned channel.
 func lockAndUnlock(ctx context.Context, l dlock.Locker, name string) <-chan error {
@@ -95,9 +103,7 @@ func TestRoomWakesOnRelease(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the waiter after the release: %v", err)
 	}
-	if n, open := tablelock.InRoom(db, name); n != 0 || open {
-		t.Errorf("after its last waiter: %d waiters, room open %v", n, open)
-	}
+	roomClosed(t, db, name, "after its last waiter")
 }
 
 // A release by another process is found by the room's poll, paced by the
@@ -134,9 +140,7 @@ func TestRoomClosesWhenTheWaiterGivesUp(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a waiter that gave up: %v, want context.Canceled", err)
 	}
-	if n, open := tablelock.InRoom(db, name); n != 0 || open {
-		t.Errorf("after its waiter gave up: %d waiters, room open %v", n, open)
-	}
+	roomClosed(t, db, name, "after its waiter gave up")
 }
 
 // With 16 Lockers of a process waiting, each holding 10 ms, a hand-off
