@@ -23,21 +23,22 @@ import (
 // does when a push can be lost: waiters behind the first each make an
 // attempt per PushFallback, where they used to make one per backoff step.
 //
-// Lock order: roomsMu, then a Hub's own lock.
-var (
-	roomsMu sync.Mutex
-	rooms   map[*sql.DB]*room // waited-in rooms, by *sql.DB
-)
+// A room is open while anyone waits in it: each waiter is one of its
+// users (wakeup.Shared).
+var rooms wakeup.Shared[*sql.DB, *room]
 
 // minPoll is the shortest pause between two polls of a room, whatever a
 // Backoff says: a poll that came sooner would wake the next waiter while
 // the first is still making its attempt.
 const minPoll = time.Millisecond
 
-// room is the waiters of one *sql.DB, by name.
+// room is the waiters of one *sql.DB, by name. Lock order: mu, then the
+// Hub's own lock.
 type room struct {
-	hub   wakeup.Hub
-	polls map[string]*roomPoll // guarded by roomsMu
+	hub wakeup.Hub
+
+	mu    sync.Mutex
+	polls map[string]*roomPoll
 }
 
 // roomPoll is a name's poll timer and the backoffs of its waiters, the
@@ -56,20 +57,13 @@ func (p *roomPoll) next() time.Duration {
 }
 
 // subscribe adds r's waiter, whose Locker polls at backoff, to db's room
-// for r.Name, and opens the room (starting its poll) when no one waits
-// for the name in this process; cancel takes the waiter out, and stops
-// the poll with the last one.
+// for r.Name, and starts the name's poll when no one waits for it in
+// this process; cancel takes the waiter out, and stops the poll with the
+// last one.
 func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan struct{}, cancel func()) {
-	roomsMu.Lock()
-	defer roomsMu.Unlock()
-	rm := rooms[db]
-	if rm == nil {
-		if rooms == nil {
-			rooms = map[*sql.DB]*room{}
-		}
-		rm = &room{polls: map[string]*roomPoll{}}
-		rooms[db] = rm
-	}
+	rm := rooms.Get(db, func() *room { return &room{polls: map[string]*roomPoll{}} })
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
 	mine := &backoff
 	p := rm.polls[r.Name]
 	if p == nil {
@@ -83,48 +77,48 @@ func subscribe(db *sql.DB, r driver.Request, backoff dlock.Backoff) (wake <-chan
 	var once sync.Once
 	return wake, func() {
 		once.Do(func() {
-			roomsMu.Lock()
-			defer roomsMu.Unlock()
-			remove()
-			wasFirst := p.backoffs[0] == mine
-			p.backoffs = slices.DeleteFunc(p.backoffs, func(b *dlock.Backoff) bool { return b == mine })
-			if len(p.backoffs) > 0 {
-				if wasFirst { // the next poll is the new first waiter's
-					p.t.Reset(p.next())
-				}
-				return
-			}
-			p.stopped = true
-			p.t.Stop()
-			delete(rm.polls, r.Name)
-			if len(rm.polls) == 0 {
-				delete(rooms, db)
-			}
+			rm.leave(r.Name, p, mine, remove)
+			rooms.Release(db)
 		})
 	}
+}
+
+// leave takes the waiter whose backoff is mine out of name's poll p.
+func (rm *room) leave(name string, p *roomPoll, mine *dlock.Backoff, remove func() bool) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	remove()
+	wasFirst := p.backoffs[0] == mine
+	p.backoffs = slices.DeleteFunc(p.backoffs, func(b *dlock.Backoff) bool { return b == mine })
+	if len(p.backoffs) > 0 {
+		if wasFirst { // the next poll is the new first waiter's
+			p.t.Reset(p.next())
+		}
+		return
+	}
+	p.stopped = true
+	p.t.Stop()
+	delete(rm.polls, name)
 }
 
 // poll wakes name's longest waiting waiter for an attempt, and sets the
 // timer for the next poll.
 func (rm *room) poll(name string, p *roomPoll) {
-	roomsMu.Lock()
+	rm.mu.Lock()
 	if p.stopped {
-		roomsMu.Unlock()
+		rm.mu.Unlock()
 		return
 	}
 	p.attempt++
 	p.t.Reset(p.next())
-	roomsMu.Unlock()
+	rm.mu.Unlock()
 	rm.hub.WakeOne(name)
 }
 
 // released wakes the longest waiting waiter for name on db, if this
 // process has one: a hold of name on db has just ended.
 func released(db *sql.DB, name string) {
-	roomsMu.Lock()
-	rm := rooms[db]
-	roomsMu.Unlock()
-	if rm != nil {
+	if rm, ok := rooms.Peek(db); ok {
 		rm.hub.WakeOne(name)
 	}
 }
@@ -132,12 +126,12 @@ func released(db *sql.DB, name string) {
 // inRoom is how many waiters wait for name on db in this process, and
 // whether db has a room open at all.
 func inRoom(db *sql.DB, name string) (waiters int, open bool) {
-	roomsMu.Lock()
-	defer roomsMu.Unlock()
-	rm := rooms[db]
-	if rm == nil {
+	rm, ok := rooms.Peek(db)
+	if !ok {
 		return 0, false
 	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
 	if p := rm.polls[name]; p != nil {
 		waiters = len(p.backoffs)
 	}

@@ -32,6 +32,17 @@ func (s *Shared[K, T]) Get(key K, open func() T) T {
 	return e.t
 }
 
+// Peek returns key's transport while it has a user, without counting
+// one more.
+func (s *Shared[K, T]) Peek(key K) (t T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[key]; e != nil {
+		return e.t, true
+	}
+	return t, false
+}
+
 // Release counts one user of key less and reports whether it was the
 // last: key's transport is then forgotten, and the caller closes it.
 func (s *Shared[K, T]) Release(key K) (last bool) {

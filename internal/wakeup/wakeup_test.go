@@ -110,8 +110,14 @@ func TestShared(t *testing.T) {
 	if s.Release("db") {
 		t.Fatal("the first of two users was told it was the last")
 	}
+	if p, ok := s.Peek("db"); !ok || p != a {
+		t.Fatalf("Peek with a user left: %p, %v, want %p", p, ok, a)
+	}
 	if !s.Release("db") {
 		t.Fatal("the last user was not told")
+	}
+	if _, ok := s.Peek("db"); ok {
+		t.Fatal("Peek found a transport whose last user left")
 	}
 	if c := s.Get("db", open); c == a || opened != 2 {
 		t.Fatal("a key whose last user left must get a new transport")
