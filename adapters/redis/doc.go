@@ -17,8 +17,8 @@
 // does not watch, still ends a Lock or Unlock within that margin). In
 // side-by-side runs (see README), New's uncontended lock and unlock took
 // 12–18% less time, and NewFair made 5–13% more acquisitions per second
-// with 2 and 8 contending clients (two sets of runs). Redlock, cluster and ring clients, and
-// WithReplicas keep the hand-over.
+// with 2 and 8 contending clients (two sets of runs). Redlock, cluster
+// and ring clients, and WithReplicas keep the hand-over.
 //
 // Waiters of one Locker share one pub/sub connection. A Lock that finds
 // the lock held marks it (a field of the lock's hash, kept across
