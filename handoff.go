@@ -60,12 +60,15 @@ func (c *Client) handOff(h *hold) (bool, error) {
 		c.settle(next)
 		return true, err
 	}
-	if time.Since(sent) > next.TTL/3 {
-		// A slow request: renew once and count from there (see acquire).
+	if term := termOf(next, g); time.Since(sent) > term/3 || term < next.TTL && !c.cfg.AutoRenew {
+		// A slow request, or a first term shorter than the TTL with no
+		// watchdog to renew within it: renew once and count from there
+		// (see acquire).
 		if sent, err = c.confirm(ctx, next, g); err != nil {
 			c.settle(next)
 			return true, nil // h was handed on; next is lost or given back
 		}
+		g.Term = 0
 	}
 	granted, err := c.grant(next, g, sent)
 	if err != nil {

@@ -1,6 +1,7 @@
 package dlock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -26,6 +27,7 @@ type handing struct {
 	broken    error         // Transfer fails with it, after handing on
 	gate      chan struct{} // when not nil, Transfer waits for it to close
 	entered   chan struct{} // when not nil, receives as Transfer starts
+	term      time.Duration // when not zero, Transfer grants for it (driver.Grant.Term)
 }
 
 func newHanding() *handing { return &handing{memory: newMemory()} }
@@ -43,7 +45,7 @@ func (m *handing) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 
 func (m *handing) Transfer(_ context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
 	m.mu.Lock()
-	gate, refuse, broken, entered := m.gate, m.refuse, m.broken, m.entered
+	gate, refuse, broken, entered, term := m.gate, m.refuse, m.broken, m.entered, m.term
 	m.mu.Unlock()
 	if entered != nil {
 		entered <- struct{}{}
@@ -69,7 +71,7 @@ func (m *handing) Transfer(_ context.Context, h driver.Hold, r driver.Request) (
 	}
 	m.tokens[h.Name]++
 	token := m.tokens[h.Name]
-	l.owner, l.token, l.expires = r.Owner, token, time.Now().Add(r.TTL)
+	l.owner, l.token, l.expires = r.Owner, token, time.Now().Add(cmp.Or(term, r.TTL))
 	m.memory.mu.Unlock()
 	m.mu.Lock()
 	m.transfers++
@@ -78,7 +80,7 @@ func (m *handing) Transfer(_ context.Context, h driver.Hold, r driver.Request) (
 	if broken != nil {
 		return driver.Grant{}, broken // handed on, but the reply was lost
 	}
-	return driver.Grant{Acquired: true, Token: token}, nil
+	return driver.Grant{Acquired: true, Token: token, Term: term}, nil
 }
 
 func (m *handing) counts() (transfers, grants int) {
@@ -338,4 +340,66 @@ func lockNow(t *testing.T, c *dlock.Client, name string) dlock.Lease {
 		t.Fatal(err)
 	}
 	return lease
+}
+
+// A hand-off granted for less than the TTL (driver.Grant.Term) counts
+// its lease from the request for that term, and the watchdog renews
+// within it. With no watchdog, it is renewed once before the next holder
+// gets it, and runs for the TTL.
+func TestHandOffForAShorterTerm(t *testing.T) {
+	const ttl, term = 30 * time.Second, 3 * time.Second
+	for _, tc := range []struct {
+		name     string
+		opts     []dlock.Option
+		renewals int
+	}{
+		{"watchdog", nil, 0},
+		{"no watchdog", []dlock.Option{dlock.WithoutAutoRenew()}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newHanding()
+			m.term = term
+			c := newClient(t, m, append(tc.opts, dlock.WithTTL(ttl))...)
+			first, err := c.Lock(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan dlock.Lease, 1)
+			go func() {
+				lease, err := c.Lock(ctx, "x")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lease
+			}()
+			dlocktest.Eventually(t, func() bool { return dlock.LocalWaiting(c, "x") == 1 }, "waiter queued")
+			before := time.Now()
+			if err := first.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			next := <-got
+			if next == nil {
+				t.Fatal("the waiter did not get the lock")
+			}
+			defer next.Unlock(ctx)
+			after := time.Now()
+			if transfers, _ := m.counts(); transfers != 1 {
+				t.Fatalf("%d hand-offs, want 1", transfers)
+			}
+			m.memory.mu.Lock()
+			renewed := m.refreshN
+			m.memory.mu.Unlock()
+			if renewed != tc.renewals {
+				t.Errorf("%d renewals before the next holder got the lock, want %d", renewed, tc.renewals)
+			}
+			d := next.Deadline()
+			if tc.renewals == 0 && d.After(before.Add(term)) {
+				t.Errorf("deadline %v after the hand-off, past its term %v", d.Sub(before), term)
+			}
+			if tc.renewals == 1 && d.Before(after.Add(ttl/2)) {
+				t.Errorf("deadline %v after the hand-off, want about the TTL %v", d.Sub(after), ttl)
+			}
+		})
+	}
 }

@@ -211,12 +211,13 @@ type SessionBound interface {
 type Transferer interface {
 	// Transfer ends h and grants h.Name to r.Owner for r.TTL in the same
 	// request, with a fencing token larger than h's, as a successful
-	// Acquire of r would. A Grant with Acquired false and a nil error
-	// means the request changed nothing: h was no longer held, its owner
-	// holds the lock more than once on the server (a sibling's
-	// re-entry), or the backend would rather let a waiter of another
-	// process in; Client then releases h as usual. An error leaves
-	// the outcome unknown: Client releases both h and whatever r.Owner
-	// may hold.
+	// Acquire of r would; Grant.Term says when the server granted a
+	// shorter first term (Since is unused). A Grant with Acquired false
+	// and a nil error means the request changed nothing: h was no longer
+	// held, its owner holds the lock more than once on the server (a
+	// sibling's re-entry), or the backend would rather let a waiter of
+	// another process in; Client then releases h as usual. An error
+	// leaves the outcome unknown: Client releases both h and whatever
+	// r.Owner may hold.
 	Transfer(ctx context.Context, h Hold, r Request) (Grant, error)
 }

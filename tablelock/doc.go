@@ -37,11 +37,9 @@
 // would), and a notification on a channel only that process listens on.
 // The waiter holds the lock without a statement of its own, and counts
 // its lease from its own last attempt, which the server saw before the
-// grant, so the lease ends before the server's expiry. A release that
-// grants commits with the WAL flush an acquire waits for; one that grants
-// nothing skips it, as a lost release only delays the next holder to the
-// expiry. A hand-off therefore costs the release alone, however many
-// processes wait (BenchmarkHerd). A waiter
+// grant, so the lease ends before the server's expiry. A hand-off
+// therefore costs the release alone, however many processes wait
+// (BenchmarkHerd). A waiter
 // that gives up leaves the queue before its Lock returns, and gives back
 // a grant made to it meanwhile; a grant whose notification was lost is
 // taken by the waiter's next attempt. A process whose waiter is not known
@@ -61,13 +59,29 @@
 //
 // Goroutines sharing a Locker queue in the process, and when a hold ends
 // while one of them waits, one UPDATE hands the row to it: a new owner, the
-// next token and a new expiry, committed as an acquire is. That replaces a
-// release and an acquire. The row is released as usual instead when
+// next token and a new expiry. That replaces a release and an acquire.
+// The row is released as usual instead when
 // another process waits for it (PostgreSQL: it is in dlock_waiters; MySQL:
 // a waiter's attempt stamped waited_at in the last second, migration
 // 000004), and after dlock.DefaultHandOffs hand-offs in a row
 // (dlock.WithHandOffs). On a MySQL schema without waited_at nothing is
 // handed on, and a warning is logged once.
+//
+// Commits and their WAL flush, on PostgreSQL. An acquire and a renewal
+// wait for their commit's flush (and a synchronous standby's). A release
+// that grants nothing does not: a lost release only keeps the lock with
+// its holder, who let it go, until the expiry. Nor does a grant, by a
+// release or a hand-off, that ends no later than the hold it replaces: a
+// grant lost with its commit leaves the last flushed hold in place, and
+// that hold lasts at least as long, so the lost grant's holder, whose
+// lease ends before its grant's expiry, has let go before anyone else can
+// take the lock. Such a grant's term is cut to what the replaced hold has
+// left when that is at least half the term asked for (a holder's renewal
+// restores the full TTL); otherwise the grant gets its whole term and
+// waits for the flush. With dlock.WithoutAutoRenew a cut grant is renewed
+// once on arrival, as Lock does for any shorter first term. The hybrid
+// clock keeps tokens in order past a lost grant. (MySQL and MariaDB set
+// the flush for the whole server only: innodb_flush_log_at_trx_commit.)
 //
 // Each hold is its own owner on the server: the owner column holds the
 // Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a
@@ -90,14 +104,16 @@
 // in order across it (the hybrid clock above), so a fenced resource
 // refuses the stale holder. With a synchronous standby on PostgreSQL
 // (synchronous_standby_names naming it, synchronous_commit on, the
-// default) a grant or renewal returns only once the standby has flushed
-// it, so a promoted standby has every lease a holder was told it has,
-// with its expiry, and the lock is never granted twice; while the standby
-// is away, grants and renewals wait (holders lose their leases at their
-// deadlines) unless the primary is told to stop waiting. The fault suite
-// measures both (README). MariaDB's semi-synchronous replication
-// (rpl_semi_sync_master_wait_point = AFTER_SYNC) is the analogue there; it
-// is not tested here.
+// default) an acquire or renewal returns only once the standby has
+// flushed it, so a promoted standby has every lease a holder was told it
+// has, with its expiry, or, for a grant that did not wait (above), an
+// earlier hold that lasts at least as long: the lock is never granted
+// twice. While the standby is away, acquires, renewals and the grants
+// that wait for their flush wait for it (holders lose their leases at
+// their deadlines) unless the primary is told to stop waiting. The fault
+// suite measures both (README). MariaDB's semi-synchronous replication
+// (rpl_semi_sync_master_wait_point = AFTER_SYNC) is the analogue there;
+// it is not tested here.
 //
 // Every lock operation is one short statement on a pooled connection. Size
 // the pool for the concurrency you expect (db.SetMaxIdleConns): with

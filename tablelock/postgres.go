@@ -133,7 +133,7 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 // standby): synchronous_commit is off for its transaction alone. A crash
 // can lose a release that already returned, and then the lock stays with
 // the old holder until its expiry: a delay, never a second holder. The
-// next grant's own commit flushes the WAL past the release anyway.
+// next acquire's own commit flushes the WAL past the release anyway.
 func pgRelease(own bool) string {
 	return `
 WITH released AS (` + pgLeave + `
@@ -156,11 +156,13 @@ END FROM released LEFT JOIN (` + pgHead(own, false) + `) head ON true`
 // its own channel with
 // "g/<pid>/<attempt>/<token>/<term µs>/<owner length>/<owner><name>"
 // (see parseGrant). The waiter takes the lock without a statement of its own.
-// The head's row goes with the grant. A grant is an acquire, so this
-// release commits with the WAL flush an acquire waits for; a release
-// that grants nothing skips it, as pgRelease does. No grant goes to the
-// releasing owner, nor to a head without an owner (a process of an
-// earlier version, or one whose waiter left): it is woken as before.
+// The head's row goes with the grant. No grant goes to the releasing
+// owner, nor to a head without an owner (a process of an earlier
+// version, or one whose waiter left): it is woken as before.
+//
+// A grant that ends no later than the hold it replaces commits without
+// waiting for its WAL flush, as a release that grants nothing does (see
+// pgLazy); any other waits for it, as an acquire does.
 //
 // with adds CTEs run first, and match narrows the hold released (see
 // pgLeave).
@@ -179,17 +181,19 @@ WITH ` + with + `gone AS (
 		                   WHEN g.owner IS NULL THEN 'epoch'
 		                   ELSE now() + g.term_us * interval '1 microsecond' END
 	FROM (SELECT) one LEFT JOIN (
-		SELECT owner, term_us FROM head WHERE owner <> $2 AND own_channel AND term_us > 0
+		SELECT owner, t.term_us, t.lazy FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
+		WHERE owner <> $2 AND own_channel AND head.term_us > 0
 	) g ON true
 	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3 = 0) AND l.expires_at > now()` + match + `
-	RETURNING l.reentry, l.owner, l.token
+	RETURNING l.reentry, l.owner, l.token, g.term_us, l.reentry = 0 AND l.owner IS NOT NULL AND g.lazy AS lazy
 ), granted AS (
 	DELETE FROM dlock_waiters w USING head, released r
 	WHERE w.name = $1 AND w.pid = head.pid AND r.reentry = 0 AND r.owner IS NOT NULL
 )
 SELECT CASE
+	WHEN CASE WHEN r.lazy THEN set_config('synchronous_commit', 'off', true) IS NULL END THEN NULL
 	WHEN r.reentry = 0 AND r.owner IS NOT NULL THEN pg_notify('` + notifyChannel + `_' || head.pid,
-		'g/' || head.pid || '/' || head.attempt || '/' || r.token || '/' || head.term_us || '/' ||
+		'g/' || head.pid || '/' || head.attempt || '/' || r.token || '/' || r.term_us || '/' ||
 		char_length(r.owner) || '/' || r.owner || $1) IS NOT NULL
 	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
 	WHEN r.reentry = 0 THEN ` + pgWake + ` IS NOT NULL
@@ -308,29 +312,65 @@ func missingGrants(err error) bool {
 }
 
 // pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
-// µs with the next token, as a grant: it commits with the WAL flush an
-// acquire waits for. No row when the hold is gone or re-entered, or when
+// µs with the next token, as a grant: one that ends no later than the
+// hold it replaces commits without waiting for its WAL flush, any other
+// waits for it as an acquire does (see pgLazy). It returns the token and
+// the term granted. No row when the hold is gone or re-entered, or when
 // a process other than $6 (this one's LISTEN connection, 0 for none)
 // waits for the name in dlock_waiters: that hold is then released, and
 // the release notifies the waiting process.
-const pgTransfer = pgHandOn + `
-	AND NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $6 AND expires_at > now())
-RETURNING token`
+var pgTransfer = pgHandOn(`
+		AND NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $6 AND expires_at > now())`)
 
 // pgTransferUnqueued is pgTransfer on a schema without dlock_waiters: it
 // hands on whatever other processes do (up to the Locker's limit,
 // dlock.WithHandOffs), and they are woken at each release in between.
-const pgTransferUnqueued = pgHandOn + `
-RETURNING token`
+var pgTransferUnqueued = pgHandOn("")
 
-// pgHandOn is the update of pgTransfer and pgTransferUnqueued.
-const pgHandOn = `
-UPDATE dlock_locks SET
-	owner       = $4,
-	token       = GREATEST(token + 1, ` + pgClock + `),
-	acquired_at = now(),
-	expires_at  = now() + $5 * interval '1 microsecond'
-WHERE name = $1 AND owner = $2 AND token = $3 AND reentry <= 1 AND expires_at > now()`
+// pgHandOn is pgTransfer, its UPDATE narrowed by where.
+func pgHandOn(where string) string {
+	return `
+WITH handed AS (
+	UPDATE dlock_locks l SET
+		owner       = $4,
+		token       = GREATEST(l.token + 1, ` + pgClock + `),
+		acquired_at = now(),
+		expires_at  = now() + t.term_us * interval '1 microsecond'
+	FROM (` + pgLazy("$5::bigint") + `) t
+	WHERE l.name = $1 AND l.owner = $2 AND l.token = $3 AND l.reentry <= 1 AND l.expires_at > now()` + where + `
+	RETURNING l.token, t.term_us, t.lazy
+)
+SELECT token, CASE
+	WHEN CASE WHEN lazy THEN set_config('synchronous_commit', 'off', true) IS NULL END THEN NULL
+	ELSE term_us
+END FROM handed`
+}
+
+// pgLazy is the term of a grant that replaces the hold of $1 and $2
+// (release or hand-off), for the term_us (an expression) the grantee
+// asked for, and whether the grant may commit without waiting for its
+// WAL flush (lazy): one row, or none when the hold is not visible.
+//
+// A grant lost with its commit (a crash, or a failover to a standby that
+// had not received it) leaves the last commit that was flushed, and the
+// hold of that commit, in place until its expiry. So a grant ending no
+// later than the hold it replaces may be lost: its holder's lease ends
+// before that hold's expiry, while the lock is still held on the server
+// (the hold replaced was itself flushed, or a lazy grant ending no later
+// than the one it replaced, and so on back to one that was). The term is
+// therefore cut to what is left of that hold when that leaves at least
+// half of it; otherwise the grant gets its whole term and waits for the
+// flush. The expiry is read from the statement's snapshot: a renewal
+// racing with the release only moves the real one later.
+func pgLazy(termUS string) string {
+	return `
+		SELECT CASE WHEN lazy THEN LEAST(want, left_us) ELSE want END AS term_us, lazy
+		FROM (SELECT want, left_us, left_us * 2 >= want AS lazy FROM (
+			SELECT ` + termUS + ` AS want,
+				floor(extract(epoch FROM expires_at - now()) * 1e6)::bigint AS left_us
+			FROM dlock_locks WHERE name = $1 AND owner = $2
+		) w) d`
+}
 
 const pgInspect = `
 SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
@@ -534,15 +574,15 @@ func giveBack(ctx context.Context, db *sql.DB, name, owner string, token uint64,
 }
 
 func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
-	var token int64
+	var token, termUS int64
 	var err error
 	queued := !p.unqueued.Load()
 	if queued {
 		err = p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
-			int64(p.registration(r).pid)).Scan(&token)
+			int64(p.registration(r).pid)).Scan(&token, &termUS)
 	}
 	if !queued || p.noQueue(err) { // a failed statement changed nothing
-		err = p.db.QueryRowContext(ctx, pgTransferUnqueued, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)).Scan(&token)
+		err = p.db.QueryRowContext(ctx, pgTransferUnqueued, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)).Scan(&token, &termUS)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, nil
@@ -550,7 +590,7 @@ func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Acquired: true, Token: uint64(token)}, nil
+	return driver.Grant{Acquired: true, Token: uint64(token), Term: time.Duration(termUS) * time.Microsecond}, nil
 }
 
 func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
