@@ -69,19 +69,23 @@
 //
 // Commits and their WAL flush, on PostgreSQL. An acquire and a renewal
 // wait for their commit's flush (and a synchronous standby's). A release
-// that grants nothing does not: a lost release only keeps the lock with
-// its holder, who let it go, until the expiry. Nor does a grant, by a
-// release or a hand-off, that ends no later than the hold it replaces: a
-// grant lost with its commit leaves the last flushed hold in place, and
-// that hold lasts at least as long, so the lost grant's holder, whose
-// lease ends before its grant's expiry, has let go before anyone else can
-// take the lock. Such a grant's term is cut to what the replaced hold has
-// left when that is at least half the term asked for (a holder's renewal
-// restores the full TTL); otherwise the grant gets its whole term and
-// waits for the flush. With dlock.WithoutAutoRenew a cut grant is renewed
-// once on arrival, as Lock does for any shorter first term. The hybrid
-// clock keeps tokens in order past a lost grant. (MySQL and MariaDB set
-// the flush for the whole server only: innodb_flush_log_at_trx_commit.)
+// does not: one that grants nothing, lost, only keeps the lock with its
+// holder, who let it go, until the expiry; and one that grants the lock
+// to the head of the queue grants only a term that ends no later than
+// the hold it replaces. A grant lost with its commit leaves the last
+// flushed hold in place, and that hold lasts at least as long, so the
+// lost grant's holder, whose lease ends before its grant's expiry, has
+// let go before anyone else can take the lock. The term is cut to what
+// the replaced hold has left when that is at least half the term asked
+// for (a holder's renewal restores the full TTL); otherwise the release
+// grants nothing and wakes the head, whose own attempt takes the lock and
+// waits for its flush. A hand-off between goroutines follows the same
+// rule, and when it cannot cut the term it waits for the flush: the
+// Client hands the lease on only once it knows the outcome. With
+// dlock.WithoutAutoRenew a cut grant is renewed once on arrival, as Lock
+// does for any shorter first term. The hybrid clock keeps tokens in order
+// past a lost grant. (MySQL and MariaDB set the flush for the whole
+// server only: innodb_flush_log_at_trx_commit.)
 //
 // Each hold is its own owner on the server: the owner column holds the
 // Locker's label (dlock.WithOwner), '#' and a random hold id, so neither a
@@ -106,11 +110,12 @@
 // (synchronous_standby_names naming it, synchronous_commit on, the
 // default) an acquire or renewal returns only once the standby has
 // flushed it, so a promoted standby has every lease a holder was told it
-// has, with its expiry, or, for a grant that did not wait (above), an
-// earlier hold that lasts at least as long: the lock is never granted
-// twice. While the standby is away, acquires, renewals and the grants
-// that wait for their flush wait for it (holders lose their leases at
-// their deadlines) unless the primary is told to stop waiting. The fault
+// has, with its expiry, or, for a grant by a release or a hand-off that
+// did not wait (above), an earlier hold that lasts at least as long: the
+// lock is never granted twice. While the standby is away, acquires,
+// renewals and the hand-offs that wait for their flush wait for it
+// (holders lose their leases at their deadlines) unless the primary is
+// told to stop waiting. The fault
 // suite measures both (README). MariaDB's semi-synchronous replication
 // (rpl_semi_sync_master_wait_point = AFTER_SYNC) is the analogue there;
 // it is not tested here.

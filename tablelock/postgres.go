@@ -160,9 +160,14 @@ END FROM released LEFT JOIN (` + pgHead(own, false) + `) head ON true`
 // owner, nor to a head without an owner (a process of an earlier
 // version, or one whose waiter left): it is woken as before.
 //
-// A grant that ends no later than the hold it replaces commits without
-// waiting for its WAL flush, as a release that grants nothing does (see
-// pgLazy); any other waits for it, as an acquire does.
+// The release commits without waiting for its WAL flush (or a
+// synchronous standby), as pgRelease does, and so grants only what may
+// be lost with it: a term that ends no later than the hold it replaces
+// (see pgLazy). When that would cut the term to less than half, it grants
+// nothing and wakes the head, whose own attempt takes the lock, waiting
+// for its flush as an acquire does. (A grant that waited for a
+// synchronous standby would be seen by its holder as soon as the
+// releasing client gave up the wait, and lost in a failover.)
 //
 // with adds CTEs run first, and match narrows the hold released (see
 // pgLeave).
@@ -181,21 +186,20 @@ WITH ` + with + `gone AS (
 		                   WHEN g.owner IS NULL THEN 'epoch'
 		                   ELSE now() + g.term_us * interval '1 microsecond' END
 	FROM (SELECT) one LEFT JOIN (
-		SELECT owner, t.term_us, t.lazy FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
-		WHERE owner <> $2 AND own_channel AND head.term_us > 0
+		SELECT owner, t.term_us FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
+		WHERE owner <> $2 AND own_channel AND head.term_us > 0 AND t.lazy
 	) g ON true
 	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3 = 0) AND l.expires_at > now()` + match + `
-	RETURNING l.reentry, l.owner, l.token, g.term_us, l.reentry = 0 AND l.owner IS NOT NULL AND g.lazy AS lazy
+	RETURNING l.reentry, l.owner, l.token, g.term_us
 ), granted AS (
 	DELETE FROM dlock_waiters w USING head, released r
 	WHERE w.name = $1 AND w.pid = head.pid AND r.reentry = 0 AND r.owner IS NOT NULL
 )
 SELECT CASE
-	WHEN CASE WHEN r.lazy THEN set_config('synchronous_commit', 'off', true) IS NULL END THEN NULL
+	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
 	WHEN r.reentry = 0 AND r.owner IS NOT NULL THEN pg_notify('` + notifyChannel + `_' || head.pid,
 		'g/' || head.pid || '/' || head.attempt || '/' || r.token || '/' || r.term_us || '/' ||
 		char_length(r.owner) || '/' || r.owner || $1) IS NOT NULL
-	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
 	WHEN r.reentry = 0 THEN ` + pgWake + ` IS NOT NULL
 END FROM released r LEFT JOIN head ON true`
 }
@@ -314,7 +318,9 @@ func missingGrants(err error) bool {
 // pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
 // µs with the next token, as a grant: one that ends no later than the
 // hold it replaces commits without waiting for its WAL flush, any other
-// waits for it as an acquire does (see pgLazy). It returns the token and
+// waits for it as an acquire does (see pgLazy; the Client gives back an
+// outcome it did not learn, so a wait it gave up on grants nothing to
+// the goroutine). It returns the token and
 // the term granted. No row when the hold is gone or re-entered, or when
 // a process other than $6 (this one's LISTEN connection, 0 for none)
 // waits for the name in dlock_waiters: that hold is then released, and
@@ -359,9 +365,10 @@ END FROM handed`
 // (the hold replaced was itself flushed, or a lazy grant ending no later
 // than the one it replaced, and so on back to one that was). The term is
 // therefore cut to what is left of that hold when that leaves at least
-// half of it; otherwise the grant gets its whole term and waits for the
-// flush. The expiry is read from the statement's snapshot: a renewal
-// racing with the release only moves the real one later.
+// half of it; otherwise the grant is not lazy (see pgGrantRelease and
+// pgTransfer for what each does then). The expiry is read from the
+// statement's snapshot: a renewal racing with the release only moves the
+// real one later.
 func pgLazy(termUS string) string {
 	return `
 		SELECT CASE WHEN lazy THEN LEAST(want, left_us) ELSE want END AS term_us, lazy
