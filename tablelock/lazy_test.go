@@ -163,6 +163,9 @@ func waitedForStandby(t *testing.T, ctx context.Context, admin *sql.DB, like str
 			case <-done:
 				seen <- waited
 				return
+			case <-ctx.Done():
+				seen <- waited
+				return
 			default:
 			}
 			if waitingForStandby(ctx, admin, like) {
@@ -171,8 +174,10 @@ func waitedForStandby(t *testing.T, ctx context.Context, admin *sql.DB, like str
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	do()
-	close(done)
+	func() {
+		defer close(done) // also when do ends the test (t.Fatal)
+		do()
+	}()
 	return <-seen
 }
 
