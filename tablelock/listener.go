@@ -280,6 +280,7 @@ func (l *listener) start() {
 	go func() {
 		defer close(stopped)
 		err := l.run(ctx, gen)
+		asked := ctx.Err() != nil // stopped for want of waiters, or closed; else the connection failed
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -290,13 +291,19 @@ func (l *listener) start() {
 		if l.gen == gen {
 			l.gen = nil
 		}
-		// Notifications may have been missed while the connection died:
-		// wake every waiter to look again; those still waiting resubscribe
-		// through their own fallback poll.
+		// Notifications may have been missed while the connection was
+		// going: wake every waiter to look again. A waiter keeps its
+		// subscription, so the listener must come back for those still
+		// waiting.
 		l.hub.WakeAll()
-		if ctx.Err() == nil {
+		switch {
+		case l.closed:
+		case !asked:
 			l.log.Warn("tablelock: listener connection ended; reconnecting", "err", err)
 			time.AfterFunc(time.Second, l.restart)
+		case l.hub.Len() > 0:
+			// Stopped for want of waiters, and one came meanwhile.
+			l.start()
 		}
 	}()
 }
