@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
@@ -74,4 +75,50 @@ func raw(b *testing.B, db *sql.DB, driver string) dlock.Locker {
 		b.Fatal(err)
 	}
 	return l
+}
+
+// BenchmarkAfterABurst is W1 on PostgreSQL a few seconds after 30 other
+// processes each waited for a name once: what their idle LISTEN
+// connections cost a lock that nobody else wants. Before PostgreSQL 19
+// every NOTIFY in the database signals every listening backend, and a
+// release that finds nobody queued notifies. It reports the cycle and
+// how many of the 30 still listened when the cycles began. Not part of
+// make bench: run it with -bench AfterABurst.
+func BenchmarkAfterABurst(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*dlocktest.Timeout)
+	defer cancel()
+	admin := migrated(b, testenv.Postgres)
+	name := dlocktest.Name(b)
+	first, err := newLocker(b, admin).Lock(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const procs = 30
+	done := make(chan error, procs)
+	for range procs {
+		l := newLocker(b, migrated(b, testenv.Postgres))
+		go func() {
+			lease, err := l.Lock(ctx, name)
+			if err == nil {
+				err = lease.Unlock(ctx)
+			}
+			done <- err
+		}()
+	}
+	time.Sleep(2 * time.Second) // every process queued
+	if err := first.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range procs {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(8 * time.Second) // past a listener's default linger (6s)
+	var listening int
+	if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN dlock_locks%'").Scan(&listening); err != nil {
+		b.Fatal(err)
+	}
+	dlocktest.BenchUncontended(b, newLocker(b, admin), testenv.SelectOne(admin))
+	b.ReportMetric(float64(listening), "listening")
 }

@@ -26,10 +26,14 @@
 // On PostgreSQL, each *sql.DB is one waiting process: one LISTEN
 // connection, shared by the waiters of every Locker on it. Waiting
 // processes queue in dlock_waiters (an unlogged table), each under the
-// owner and TTL of its waiter's last attempt. While the process's LISTEN
-// connection is up (another waiter uses it, or one did in the last 30
-// seconds), a waiter's first attempt queues it; otherwise the first one
-// only tries, and the one after LISTEN queues. A release grants the lock,
+// owner and TTL of its waiter's last attempt. The LISTEN connection is
+// up while any waiter of the process waits, and until the process's
+// place in the queue has lapsed after the last one (2*PushFallback + 2s,
+// 6 seconds by default); then it goes back to the pool. While it is up, a
+// waiter's first attempt queues the process; otherwise the first one
+// only tries, and the one after LISTEN queues. A listening process costs
+// every NOTIFY in the database a signal on PostgreSQL before 19, whatever
+// the channel, which is why an idle one stops. A release grants the lock,
 // in the same statement, to that waiter of the process that has waited
 // longest and is still connected: the next token, an expiry one TTL
 // ahead (or sooner, when the process's place in the queue would lapse

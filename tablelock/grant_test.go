@@ -73,7 +73,8 @@ func TestWaiterQueuesWithItsFirstAttempt(t *testing.T) {
 	l := newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute))
 
 	// A first wait brings the process's LISTEN connection up; it stays up
-	// after (listenerIdle).
+	// after, while the process's place in the queue may last (slowPoll:
+	// two minutes).
 	earlier := hold(t, ctx, name+"/earlier")
 	got := waitFor(ctx, l, name+"/earlier")
 	queued(t, ctx, admin, name+"/earlier", 1)

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock/driver"
@@ -22,13 +23,21 @@ import (
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
-// listenerIdle is how long a listener connection stays open with no waiter,
-// so bursts of contention do not pay for a new LISTEN each time.
-const listenerIdle = 30 * time.Second
+// listenerLinger is how long a listener keeps listening with no waiter
+// beyond its process's longest place in the queue (queueTTL): until every
+// queue row of the process has expired, a release may still pick the
+// process as the head and notify it, and the listener must pass that on.
+// After it, the listener stops listening and gives its connection back to
+// the pool. On PostgreSQL before 19, every NOTIFY in the database signals
+// every listening backend, whatever its channels, so an idle process that
+// kept listening would slow every release (dlock's, and the application's
+// own NOTIFY) for as long as it did.
+const listenerLinger = time.Second
 
 // listener is one LISTEN connection per *sql.DB, shared by the waiters of
 // every Locker on it: a waiting process, as the server sees it. It runs
-// while anyone waits (and listenerIdle after).
+// while anyone waits, and for as long after as its place in the queue may
+// last (see listenerLinger).
 //
 // Waiting processes queue on the server (table dlock_waiters, by the pid
 // of their LISTEN connection): a release notifies the longest waiting live
@@ -46,6 +55,7 @@ type listener struct {
 	hub wakeup.Hub
 
 	mu      sync.Mutex            // guards what follows, and adding to hub
+	linger  time.Duration         // how long to listen with no waiter, see listenerLinger
 	gen     *listenGen            // the running connection, nil when stopped
 	waits   map[string]*ownerWait // subscribed waiters, by ownerKey
 	idle    *time.Timer
@@ -79,6 +89,9 @@ type listenGen struct {
 	err    error
 	pid    uint32 // the connection's backend pid
 	cancel context.CancelFunc
+	// idle is set when the listener stops for want of waiters: its
+	// connection then goes back to the pool (see unlisten).
+	idle atomic.Bool
 }
 
 // registration is how an acquire attempt keeps its process's place in the
@@ -104,9 +117,14 @@ func ownerKey(name, owner string) string { return name + "\x00" + owner }
 // listeners are the listeners in use, one per *sql.DB.
 var listeners wakeup.Shared[*sql.DB, *listener]
 
-// listenerFor returns db's shared listener; release it with unref.
-func listenerFor(db *sql.DB, log *slog.Logger) *listener {
-	return listeners.Get(db, func() *listener { return &listener{db: db, log: log} })
+// listenerFor returns db's shared listener for a Locker whose waiters
+// keep their place in the queue for queueTTL; release it with unref.
+func listenerFor(db *sql.DB, log *slog.Logger, queueTTL time.Duration) *listener {
+	l := listeners.Get(db, func() *listener { return &listener{db: db, log: log} })
+	l.mu.Lock()
+	l.linger = max(l.linger, queueTTL+listenerLinger)
+	l.mu.Unlock()
+	return l
 }
 
 // unref drops a Locker's use of l; the last one closes it.
@@ -145,8 +163,8 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 }
 
 // subscribeLive is subscribe when LISTEN is already in effect (another
-// waiter of the process uses the connection, or one did within
-// listenerIdle); otherwise it registers nothing and returns ok false.
+// waiter of the process uses the connection, or one did lately, see
+// linger); otherwise it registers nothing and returns ok false.
 func (l *listener) subscribeLive(name, owner string) (<-chan struct{}, func(), bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -252,18 +270,19 @@ func (l *listener) take(name, owner string) (driver.Grant, bool) {
 	return g, true
 }
 
-// unsubscribe removes a waiter; with none left, the connection closes
-// after listenerIdle.
+// unsubscribe removes a waiter; with none left, the listener stops
+// after linger.
 func (l *listener) unsubscribe(remove func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	remove()
 	if l.hub.Len() == 0 && l.gen != nil {
 		gen := l.gen
-		l.idle = time.AfterFunc(listenerIdle, func() {
+		l.idle = time.AfterFunc(l.linger, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if l.hub.Len() == 0 && l.gen == gen {
+				gen.idle.Store(true)
 				gen.cancel()
 			}
 		})
@@ -327,14 +346,16 @@ func isClosedReady(ch chan struct{}) bool {
 }
 
 // run holds one connection: LISTEN, then deliver notifications until ctx
-// ends or the connection fails. The connection is always discarded after,
-// never returned to the pool with LISTEN in effect.
+// ends or the connection fails. The connection of a listener that stops
+// for want of waiters goes back to the pool once UNLISTEN has taken
+// effect; any other is discarded (at once when the Locker closes, whatever
+// the server does), never returned with LISTEN in effect.
 func (l *listener) run(ctx context.Context, gen *listenGen) error {
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }() // the session ends with the listener; run's error says why
+	defer func() { _ = conn.Close() }() // back to the pool, unless Raw said driver.ErrBadConn
 	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -354,6 +375,9 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		l.hub.WakeAll()
 		for {
 			n, err := pc.WaitForNotification(ctx)
+			if err != nil && gen.idle.Load() {
+				return unlisten(pc.PgConn())
+			}
 			if err != nil {
 				return errjoin.Join(err, sqldriver.ErrBadConn)
 			}
@@ -361,6 +385,25 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		}
 	})
 	return err
+}
+
+// unlistenTimeout bounds the UNLISTEN of a listener that stops; a
+// connection that does not answer in time is discarded.
+const unlistenTimeout = 5 * time.Second
+
+// unlisten ends LISTEN on the connection of a listener that stops for
+// want of waiters, so that it can go back to the pool. Any error (and the
+// connection with it) is driver.ErrBadConn: a connection that may still
+// listen is never reused. A notification that arrives before UNLISTEN
+// takes effect is dropped: the listener stops only when nothing of its
+// process waits and its queue rows have expired (see listenerLinger).
+func unlisten(pc *pgconn.PgConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), unlistenTimeout)
+	defer cancel()
+	if _, err := pc.Exec(ctx, "UNLISTEN *").ReadAll(); err != nil {
+		return errjoin.Join(err, sqldriver.ErrBadConn)
+	}
+	return nil
 }
 
 // deliver hands a release's notification (see parsePayload) to one

@@ -119,7 +119,7 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 		case sqldialect.Postgres:
 			p := &postgres{db: b.db, queueTTL: b.queueTTL, log: b.log}
 			if !b.closed {
-				b.listener = listenerFor(b.db, b.log)
+				b.listener = listenerFor(b.db, b.log, b.queueTTL)
 				p.listener = b.listener
 			}
 			b.d = p
