@@ -51,7 +51,11 @@
 // instead and tries itself; one that stopped waiting passes the wake-up
 // on. One that died is skipped. When the queue is empty (after a failover
 // or a crash, which empty an unlogged table), a release wakes one waiter
-// in every process. Processes running a version of this package from
+// in every process. Finding the head and its grant's term is most of a
+// release's work on the server, so a hold whose acquire saw nobody else
+// queued is released by a short statement while that is still so; when
+// a process has queued since, that statement changes nothing and the
+// queue's release follows (one statement more, once per hold). Processes running a version of this package from
 // before the queue do not join it: they wake at their fallback poll
 // (dlock.Config.PushFallback) while newer processes wait too. On a schema
 // without the queue's table (migration 000003 not applied yet), a Locker

@@ -310,3 +310,52 @@ func TestParseGrant(t *testing.T) {
 		}
 	}
 }
+
+// The release of a hold whose acquire saw nobody queued is one short
+// statement while nobody is queued still: it leaves the name's queue
+// alone, where the queue's statement deletes the rows that expired. A
+// hold that a waiter queued behind after its acquire is granted to that
+// waiter all the same, and that release tidies the queue.
+func TestQuietReleaseLeavesTheQueueAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	admin := testenv.Postgres(t)
+	if _, err := admin.ExecContext(ctx, `INSERT INTO dlock_waiters (name, pid, since, expires_at)
+		VALUES ($1, 1, now(), now() - interval '1 second')`, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), "DELETE FROM dlock_waiters WHERE name = $1", name)
+	})
+	expired := func() bool {
+		t.Helper()
+		var n int
+		if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM dlock_waiters WHERE name = $1 AND pid = 1", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+
+	lease := hold(t, ctx, name)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !expired() {
+		t.Fatal("the release of an uncontended hold went through the queue: the expired queue row is gone")
+	}
+
+	first := hold(t, ctx, name)
+	var count testenv.PGCounter
+	next := waitFor(ctx, newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute)), name)
+	queued(t, ctx, admin, name, 1)
+	n0 := quiesced(ctx, &count)
+	lease = handedOn(t, ctx, first, next, "queued after the holder's acquire")
+	defer func() { _ = lease.Unlock(ctx) }()
+	if n, _ := count.Requests()(ctx); n != n0 {
+		t.Errorf("the waiter's process sent %d statements to take the lock, want 0: the release did not grant it", n-n0)
+	}
+	if expired() {
+		t.Error("the release with a waiter queued left the expired queue row")
+	}
+}

@@ -36,12 +36,22 @@ const notifyChannel = "dlock_locks"
 // commits) on a hash of the name; CASE fixes the evaluation order. A
 // collision only makes an attempt retry. Failed attempts stay read-only;
 // the last SELECT reports the holder's remaining lease, or 1µs (retry at
-// once) when the gate turned the attempt away.
-const pgAcquire = `
+// once) when the gate turned the attempt away, and for a hold taken,
+// whether no process was queued for the name (see pgReleaseQuiet).
+var pgAcquire = pgAttempt(pgOutcome(`NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now())`))
+
+// pgAcquireBare is pgAcquire for a schema without dlock_waiters
+// (migration 000003 not applied): no hold is quiet.
+var pgAcquireBare = pgAttempt(pgOutcome("false"))
+
+// pgAttempt is pgAcquire with the result row outcome.
+func pgAttempt(outcome string) string {
+	return `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (` + pgTake + `
-)` + pgOutcome
+)` + outcome
+}
 
 // pgAcquireQueued is pgAcquire for an attempt of a listening process
 // (see listener): it also keeps the process's place in dlock_waiters, in
@@ -80,8 +90,14 @@ WITH cur AS (
 ), dequeued AS (
 	DELETE FROM dlock_waiters
 	WHERE name = $1 AND pid = $4 AND NOT $6::boolean AND EXISTS (SELECT 1 FROM taken)
-)` + pgOutcome
+)` + pgQueuedOutcome
 }
+
+// pgQueuedOutcome is pgOutcome for an attempt of a listening process: a
+// hold is quiet when no other waiter of the process ($6) and no other
+// process waits for the name.
+var pgQueuedOutcome = pgOutcome(`NOT ($6::boolean OR EXISTS (
+	SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $4 AND expires_at > now()))`)
 
 // pgTake is the upsert of pgAcquire and pgAcquireQueued. An owner id is
 // one hold's (re-entry happens in the process), so a row its owner holds
@@ -105,12 +121,17 @@ const pgTake = `
 	WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
 	RETURNING token`
 
-// pgOutcome is the result row of pgAcquire and pgAcquireQueued.
-const pgOutcome = `
-SELECT true, token, 0 FROM taken
+// pgOutcome is the result row of pgAcquire and pgAcquireQueued: taken,
+// the token, the holder's remaining lease in µs when not taken, and
+// whether a hold taken is quiet (the expression quiet: nobody else was
+// queued for the name).
+func pgOutcome(quiet string) string {
+	return `
+SELECT true, token, 0, ` + quiet + ` FROM taken
 UNION ALL
-SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint
+SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint, false
 FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
+}
 
 // pgClock is the server's clock in µs. A new hold's token is the larger
 // of the last token + 1 and it (a hybrid clock), so tokens keep increasing
@@ -224,16 +245,44 @@ SELECT CASE
 	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL
 END FROM released`
 
-// pgLeave is the update of pgRelease and pgReleaseUnqueued. A hold
+// pgReleaseQuiet is the release of a hold whose acquire saw nobody else
+// queued (see quiet), when nobody is queued still: pgReleaseUnqueued's
+// few steps, where pgGrantRelease's plan (the queue's head, its
+// liveness, the grant's term) costs the server more than the rest of the
+// release. When a live process is queued for the name, it changes
+// nothing and says so, and the caller releases with the queue's
+// statement instead. The first column says whether it released, the
+// second whether anyone is queued; a hold that is not held gives false
+// and false. As pgRelease, it notifies every listening process when the
+// lock is free, for a waiter whose queue row it could not see yet, and
+// commits without waiting for its flush.
+const pgReleaseQuiet = `
+WITH waiting AS (
+	SELECT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now()) AS queued
+), released AS (` + pgLeaveUpdate + `
+		AND NOT (SELECT queued FROM waiting)
+	RETURNING reentry
+)
+SELECT r.reentry IS NOT NULL AND CASE
+	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
+	WHEN r.reentry = 0 THEN pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL
+	ELSE true
+END, w.queued
+FROM waiting w LEFT JOIN released r ON true`
+
+// pgLeave is the update of pgRelease, pgReleaseUnqueued and
+// pgReleaseQuiet (which narrows its WHERE). A hold
 // granted and not re-entered has reentry 0 (see pgGrantRelease): its
 // release, like that of reentry 1, is the last.
-const pgLeave = `
+const pgLeave = pgLeaveUpdate + `
+	RETURNING reentry`
+
+const pgLeaveUpdate = `
 	UPDATE dlock_locks SET
 		reentry    = GREATEST(reentry - 1, 0),
 		owner      = CASE WHEN reentry > 1 THEN owner END,
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
-	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()
-	RETURNING reentry`
+	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()`
 
 // pgWake notifies the process head (pgHead, joined with LEFT JOIN), on
 // its own channel when it has one, or, when head is NULL, every listening
@@ -486,10 +535,12 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		}
 	}
 	var (
-		acquired bool
-		token    int64
-		leftUS   int64
+		acquired, isQuiet bool
+		token, leftUS     int64
 	)
+	attempt := func(stmt string, args ...any) error {
+		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&acquired, &token, &leftUS, &isQuiet)
+	}
 	var err error
 	queued := false
 	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
@@ -499,14 +550,17 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			if q.grants {
 				args = append(args, int64(reg.attempt))
 			}
-			return p.db.QueryRowContext(ctx, q.acquire, args...).Scan(&acquired, &token, &leftUS)
+			return attempt(q.acquire, args...)
 		})
 		if err == nil && !acquired && reg.attempt != 0 {
 			p.listener.missed(r.Name, r.Owner, reg.attempt)
 		}
 	}
-	if !queued || p.noQueue(err) { // a failed statement changed nothing
-		err = p.db.QueryRowContext(ctx, pgAcquire, r.Name, r.Owner, micros(r.TTL)).Scan(&acquired, &token, &leftUS)
+	if !queued && !p.unqueued.Load() {
+		err = attempt(pgAcquire, r.Name, r.Owner, micros(r.TTL))
+	}
+	if !queued && p.unqueued.Load() || p.noQueue(err) { // a failed statement changed nothing
+		err = attempt(pgAcquireBare, r.Name, r.Owner, micros(r.TTL))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
@@ -520,8 +574,15 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if !acquired {
 		g.RetryAfter = time.Duration(max(leftUS, 0)) * time.Microsecond
 	}
+	if acquired && isQuiet {
+		g.Handle = quiet{}
+	}
 	return g, nil
 }
+
+// quiet is the Handle of a hold whose acquire saw no other waiter queued
+// for its name: its release tries pgReleaseQuiet first.
+type quiet struct{}
 
 func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 	res, err := p.db.ExecContext(ctx, pgRefresh, h.Name, h.Owner, int64(h.Token), micros(h.TTL))
@@ -537,6 +598,19 @@ func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
+	if _, ok := h.Handle.(quiet); ok && !p.unqueued.Load() {
+		var released, waiting bool
+		err := p.db.QueryRowContext(ctx, pgReleaseQuiet, h.Name, h.Owner, int64(h.Token)).Scan(&released, &waiting)
+		switch {
+		case err != nil && !p.noQueue(err):
+			return err
+		case err != nil: // dlock_waiters is missing: as below
+		case released:
+			return nil
+		case !waiting:
+			return notHeld(h)
+		}
+	}
 	var notified sql.NullBool
 	release := func(stmt string) error {
 		return p.db.QueryRowContext(ctx, stmt, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
