@@ -270,13 +270,13 @@ SELECT r.reentry IS NOT NULL AND CASE
 END, w.queued
 FROM waiting w LEFT JOIN released r ON true`
 
-// pgLeave is the update of pgRelease, pgReleaseUnqueued and
-// pgReleaseQuiet (which narrows its WHERE). A hold
+// pgLeave is the update of pgRelease and pgReleaseUnqueued. A hold
 // granted and not re-entered has reentry 0 (see pgGrantRelease): its
 // release, like that of reentry 1, is the last.
 const pgLeave = pgLeaveUpdate + `
 	RETURNING reentry`
 
+// pgLeaveUpdate is pgLeave up to its WHERE, which pgReleaseQuiet narrows.
 const pgLeaveUpdate = `
 	UPDATE dlock_locks SET
 		reentry    = GREATEST(reentry - 1, 0),
