@@ -45,8 +45,10 @@
 // grant, so the lease ends before the server's expiry. A hand-off
 // therefore costs the release alone, however many processes wait
 // (BenchmarkHerd). A waiter
-// that gives up leaves the queue before its Lock returns, and gives back
-// a grant made to it meanwhile; a grant whose notification was lost is
+// that gives up leaves the queue before its Lock returns (or, on a
+// server too slow to answer within dlock.CancelMargin, just after, in
+// the background), and gives back a grant made to it meanwhile; a grant
+// whose notification was lost is
 // taken by the waiter's next attempt. A process whose waiter is not known
 // (one of a version before the grant, or one whose waiter left) is woken
 // instead and tries itself; one that stopped waiting passes the wake-up
