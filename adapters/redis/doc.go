@@ -22,27 +22,35 @@
 //
 // Waiters of one Locker share one pub/sub connection. A Lock that finds
 // the lock held marks it (a field of the lock's hash, kept across
-// re-entries and hand-offs; the read-write lock's likewise), and the
-// release that frees a marked lock publishes on the lock's channel: a
-// release nobody waited for publishes nothing (a TryLock's miss does not
-// mark). Each waiter also wakes when the holder's TTL runs out, so a
-// holder that died never stalls anyone. Lockers of one name should run
-// the same dlock release: a waiter of an earlier release, which did not
-// mark, is woken by a later one's release only at the holder's expiry.
+// re-entries and hand-offs; the read-write lock's likewise) and lists its
+// Locker among the lock's waiters, and the release that frees a marked
+// lock wakes one of them, not all: the Locker listed longest, by a
+// message on the lock's channel that names it, and the lock stays free
+// for that Locker's attempt for 20ms, so a Lock that comes meanwhile
+// waits its turn instead of taking it ahead of the waiter. A release
+// nobody waited for publishes nothing (a TryLock's miss does not mark).
+// A Lock that gives up leaves the list, and passes on a wake-up it was
+// sent; so does a Locker woken with none of its waiters left. A
+// Locker's entry lapses 2*PushFallback+1s after its last attempt, so one
+// that died is passed over (until then, a release that picks it leaves
+// the lock free for those 20ms); each waiter also tries again every
+// PushFallback and when the holder's TTL runs out, so a holder that died
+// never stalls anyone. Lockers of one name should run the same dlock
+// release: waiters of an earlier release are woken by every release of
+// this one, but a release of an earlier one wakes this one's waiters
+// only when they next try (within PushFallback).
 //
 // Servers: Redis 6.2 or later (the scripts draw a token with SET … GET).
 //
-// When to use the fair lock. A release of New's lock wakes every Locker
-// waiting for the name, in every process, and each sends an attempt
-// (goroutines sharing a Locker queue in the process and cost the server
-// nothing): with 64 waiting Lockers, 26 to 29 requests per hand-off, and
-// whoever is quickest wins. Where more than one process waits for a name,
-// use NewFair: its waiters queue on the server, and a release grants the
-// lock to the next one itself and tells only that one (about 1 request
-// per hand-off, whatever the number of waiters), so they are served in
-// order. The fair lock also serves more acquisitions a second: about 1.1
-// times as many as the plain lock with 2 contending processes, 1.2 with
-// 8, 2.7 to 2.8 with 32 (two runs). `make bench` measures both.
+// When to use the fair lock. Both locks wake one waiting Locker per
+// hand-off (about 2 requests per hand-off with 64 waiting Lockers for
+// New's, the release and the woken attempt; about 1 for NewFair's, whose
+// release grants the lock itself), and goroutines sharing a Locker queue
+// in the process and cost the server nothing. New's waiters are served
+// about in the order they last tried; use NewFair where the order in
+// which they asked must hold (a FIFO queue on the server), or where a
+// hand-off must cost no request more than the release. `make bench`
+// measures both.
 //
 // Hand-offs. When a hold of New's lock ends while another goroutine waits
 // for the name on the same Locker, one script gives it the lock with a new

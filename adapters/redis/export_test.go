@@ -37,6 +37,12 @@ func AcquireAs(ctx context.Context, c redis.UniversalClient, r driver.Request, h
 	return acquireOn(ctx, c, r, hold, true)
 }
 
+// AcquireAsWaiter is AcquireAs for a waiter of New with id, whose entry
+// among the waiters lasts life.
+func AcquireAsWaiter(ctx context.Context, c redis.UniversalClient, r driver.Request, hold, id string, life time.Duration) (driver.Grant, error) {
+	return acquireWith(ctx, c, r, hold, true, waiterEntry{id: id, life: life}, 0, 0)
+}
+
 // Release ends h of New's lock on c, publishing as New's backend does.
 func Release(ctx context.Context, c redis.UniversalClient, h driver.Hold) error {
 	return releaseOn(ctx, c, h, "publish")
@@ -54,4 +60,24 @@ func RWChannelOf(name string) string { return keysFor(name).rwChannel() }
 // QueueLen is the number of entries in the fair lock's queue of name.
 func QueueLen(ctx context.Context, c redis.UniversalClient, name string) (int64, error) {
 	return c.LLen(ctx, keysFor(name).queue()).Result()
+}
+
+// LockWaitersOf is the key of New's waiters of name (a zset of Locker
+// ids, see scripts/lock_waiters.lua).
+func LockWaitersOf(name string) string { return keysFor(name).lockWaiters() }
+
+// WaiterID is l's id among New's waiters.
+func WaiterID(l *Locker) string { return l.waiterID }
+
+// PassOn runs what a process does with a wake-up sent to New's Locker id
+// when none of its waiters is there: the lock kept for id passes to the
+// next waiter; id's entry stays.
+func PassOn(ctx context.Context, c redis.UniversalClient, name, id string) error {
+	k := keysFor(name)
+	return leave(ctx, c, k.lock(), k.lockWaiters(), id, k.channel(), "publish", false)
+}
+
+// KeptFor is the waiter New's lock of name is kept for, or "".
+func KeptFor(ctx context.Context, c redis.UniversalClient, name string) string {
+	return c.HGet(ctx, keysFor(name).lock(), "\x00r").Val()
 }

@@ -97,59 +97,79 @@ func commandCalls(t *testing.T, c *redis.Client) int64 {
 	return n
 }
 
-// With 64 waiters on the fair lock, a hand-off costs a bounded number of
-// requests: only the first waiter wakes.
-func TestFairHerdFree(t *testing.T) {
-	srv := testenv.RedisServers(t, 1)[0] // a server of its own: nothing else counts
-	admin := client(t, srv.Addr)
-	name := dlocktest.Name(t)
-	const waiters = 64
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	// The fresh server holds the name's first grant back for one TTL:
-	// take it once with a short one.
-	if err := dlock.Do(ctx, newFair(t, client(t, srv.Addr), dlock.WithTTL(time.Second)), name, func(context.Context, dlock.Lease) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	first, err := newFair(t, client(t, srv.Addr)).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases := make(chan dlock.Lease, waiters)
-	for range waiters {
-		l := newFair(t, client(t, srv.Addr))
-		go func() {
-			lease, err := l.Lock(ctx, name)
-			if err != nil {
-				t.Error(err)
-				return
+// With 64 waiting Lockers, each on a client of its own as in a process
+// of its own, a hand-off costs a bounded number of requests: a release
+// wakes one waiter (New: the Locker whose entry among the waiters is
+// oldest; NewFair: the head of the queue), not all.
+func TestHerdFree(t *testing.T) {
+	for _, kind := range []struct {
+		name    string
+		mk      func(testing.TB, redis.UniversalClient, ...dlock.Option) *redislock.Locker
+		waiting func(c *redis.Client, name string) *redis.IntCmd
+	}{
+		{"lock", newLocker, func(c *redis.Client, name string) *redis.IntCmd {
+			return c.ZCard(context.Background(), redislock.LockWaitersOf(name))
+		}},
+		{"fair", newFair, func(c *redis.Client, name string) *redis.IntCmd {
+			return c.LLen(context.Background(), "dlock:{"+name+"}:queue")
+		}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			srv := testenv.RedisServers(t, 1)[0] // a server of its own: nothing else counts
+			admin := client(t, srv.Addr)
+			name := dlocktest.Name(t)
+			const waiters = 64
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			// The fresh server holds the name's first grant back for one
+			// TTL: take it once with a short one.
+			if err := dlock.Do(ctx, kind.mk(t, client(t, srv.Addr), dlock.WithTTL(time.Second)), name, func(context.Context, dlock.Lease) error { return nil }); err != nil {
+				t.Fatal(err)
 			}
-			leases <- lease
-		}()
-	}
-	for admin.LLen(ctx, "dlock:{"+name+"}:queue").Val() < waiters {
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Then until every waiter has subscribed and tried again: quiet.
-	before := commandCalls(t, admin)
-	for range 50 {
-		time.Sleep(100 * time.Millisecond)
-		now := commandCalls(t, admin)
-		quiet := now == before
-		before = now
-		if quiet {
-			break
-		}
-	}
-	first.Unlock(ctx)
-	for range waiters {
-		lease := <-leases
-		lease.Unlock(ctx)
-	}
-	per := float64(commandCalls(t, admin)-before) / waiters
-	t.Logf("%.2f requests per hand-off with %d waiters", per, waiters)
-	if per > 3 {
-		t.Fatalf("%.2f requests per hand-off: waiters are stampeding", per)
+			first, err := kind.mk(t, client(t, srv.Addr)).Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases := make(chan dlock.Lease, waiters)
+			for range waiters {
+				l := kind.mk(t, client(t, srv.Addr))
+				go func() {
+					lease, err := l.Lock(ctx, name)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					leases <- lease
+				}()
+			}
+			for kind.waiting(admin, name).Val() < waiters {
+				time.Sleep(10 * time.Millisecond)
+			}
+			// Then until every waiter has subscribed and tried again: quiet.
+			before := commandCalls(t, admin)
+			for range 50 {
+				time.Sleep(100 * time.Millisecond)
+				now := commandCalls(t, admin)
+				quiet := now == before
+				before = now
+				if quiet {
+					break
+				}
+			}
+			first.Unlock(ctx)
+			for range waiters {
+				lease := <-leases
+				lease.Unlock(ctx)
+			}
+			per := float64(commandCalls(t, admin)-before) / waiters
+			t.Logf("%.2f requests per hand-off with %d waiters", per, waiters)
+			if per > 3 {
+				t.Fatalf("%.2f requests per hand-off: waiters are stampeding", per)
+			}
+			if n := kind.waiting(admin, name).Val(); n != 0 {
+				t.Fatalf("%d waiters still listed after every waiter took the lock", n)
+			}
+		})
 	}
 }
 

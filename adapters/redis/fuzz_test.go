@@ -13,7 +13,7 @@ func FuzzKeys(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		ka, kb := keysFor(a), keysFor(b)
-		for _, k := range []string{ka.lock(), ka.fence(), ka.channel(), ka.queue(), ka.timeouts(), ka.waiters(), ka.waiterPrefix()} {
+		for _, k := range []string{ka.lock(), ka.fence(), ka.channel(), ka.lockWaiters(), ka.queue(), ka.timeouts(), ka.waiters(), ka.waiterPrefix()} {
 			open := strings.IndexByte(k, '{')
 			closing := strings.IndexByte(k[open+1:], '}')
 			if open < 0 || closing < 0 || k[:open+1+closing+1] != ka.lock() {

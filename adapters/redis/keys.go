@@ -10,6 +10,13 @@ const Prefix = "dlock:"
 // it. The escape is reversible, so distinct names stay distinct keys.
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
+// The suffixes of the keys that name a lock's channel and New's waiters
+// (the notifier finds the lock's keys from its channel).
+const (
+	releasedSuffix    = ":released"
+	lockWaitersSuffix = ":lock-waiters"
+)
+
 // keys are one lock's keys, built as they are asked for (a lock and
 // unlock use two each); the hash tag puts them all in one cluster slot.
 type keys struct{ tag string }
@@ -18,12 +25,13 @@ func keysFor(name string) keys {
 	return keys{Prefix + "{" + tagEscaper.Replace(name) + "}"}
 }
 
-func (k keys) lock() string     { return k.tag }
-func (k keys) fence() string    { return k.tag + ":fence" }
-func (k keys) channel() string  { return k.tag + ":released" }
-func (k keys) queue() string    { return k.tag + ":queue" } // fair lock
-func (k keys) timeouts() string { return k.tag + ":queue-timeouts" }
-func (k keys) waiters() string  { return k.tag + ":queue-waiters" }
+func (k keys) lock() string        { return k.tag }
+func (k keys) fence() string       { return k.tag + ":fence" }
+func (k keys) channel() string     { return k.tag + releasedSuffix }
+func (k keys) lockWaiters() string { return k.tag + lockWaitersSuffix } // New's waiters
+func (k keys) queue() string       { return k.tag + ":queue" }          // fair lock
+func (k keys) timeouts() string    { return k.tag + ":queue-timeouts" }
+func (k keys) waiters() string     { return k.tag + ":queue-waiters" }
 
 // rwChannel is where a read-write lock's release wakes its waiters.
 func (k keys) rwChannel() string { return k.tag + ":rw-released" }

@@ -34,7 +34,17 @@ type notifier struct {
 	// grants are the fair locks' waiters (*fairWait) by owner, to which
 	// a release may publish a grant.
 	grants sync.Map
+
+	// New's Lockers on this client, by waiter id (see
+	// scripts/lock_waiters.lua), and their waiters' wake channels by
+	// channel and id: a release that wakes one waiter names it.
+	tmu     sync.Mutex
+	ids     map[string]bool
+	targets map[targetKey][]<-chan struct{}
 }
+
+// targetKey is a waiter of New's lock: its channel and its Locker's id.
+type targetKey struct{ channel, id string }
 
 // notifiers are the notifiers in use, one per client.
 var notifiers wakeup.Shared[redis.UniversalClient, *notifier]
@@ -73,6 +83,8 @@ func notifierFor(c redis.UniversalClient) *notifierRef {
 			sps:       map[string]*redis.PubSub{},
 			confirmed: map[string]bool{},
 			pending:   map[string][]chan struct{}{},
+			ids:       map[string]bool{},
+			targets:   map[targetKey][]<-chan struct{}{},
 		}
 	})
 	return &notifierRef{notifier: n}
@@ -177,6 +189,84 @@ func (n *notifier) subscribeLive(channelOf func() string) (wake <-chan struct{},
 	}, true
 }
 
+// addWaiterID registers a New Locker's waiter id, so that a wake-up
+// sent to it when none of its waiters is left passes on (wakeTarget).
+func (n *notifier) addWaiterID(id string) {
+	n.tmu.Lock()
+	defer n.tmu.Unlock()
+	n.ids[id] = true
+}
+
+// removeWaiterID forgets a closed Locker's waiter id.
+func (n *notifier) removeWaiterID(id string) {
+	n.tmu.Lock()
+	defer n.tmu.Unlock()
+	delete(n.ids, id)
+}
+
+// target registers wake, a waiter subscribed on channel, as the waiter
+// of the Locker with id, and returns what ends both (cancel is the
+// subscription's).
+func (n *notifier) target(channel, id string, wake <-chan struct{}, cancel func()) func() {
+	k := targetKey{channel, id}
+	n.tmu.Lock()
+	n.targets[k] = append(n.targets[k], wake)
+	n.tmu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.tmu.Lock()
+			list := n.targets[k]
+			for i, w := range list {
+				if w == wake {
+					list = append(list[:i:i], list[i+1:]...)
+					break
+				}
+			}
+			if len(list) == 0 {
+				delete(n.targets, k)
+			} else {
+				n.targets[k] = list
+			}
+			n.tmu.Unlock()
+			cancel()
+		})
+	}
+}
+
+// passOnTimeout bounds the request that passes on a wake-up no waiter
+// of this process took.
+const passOnTimeout = time.Second
+
+// wakeTarget wakes the waiter of New's Locker id on channel, which a
+// release chose. When that Locker is this process's but none of its
+// waiters is there (it took the lock by a retry, gave up just now, or
+// its waiter's subscription is not registered yet), the wake-up passes
+// on to the next waiter, as the Locker's leave would pass it, if the
+// lock is free. The Locker's entry, which the release took, is left to
+// its next attempt.
+func (n *notifier) wakeTarget(channel, id string) {
+	n.tmu.Lock()
+	list := n.targets[targetKey{channel, id}]
+	mine := n.ids[id]
+	n.tmu.Unlock()
+	for _, wake := range list {
+		if n.hub.WakeWaiter(channel, wake) {
+			return
+		}
+	}
+	lock, ok := strings.CutSuffix(channel, releasedSuffix)
+	if !mine || !ok {
+		return // another process's Locker, or no lock's channel
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), passOnTimeout)
+		defer cancel()
+		// A failed pass-on leaves the waiters to their next retry.
+		_ = leave(ctx, n.client, lock, lock+lockWaitersSuffix, id, channel, n.publishCommand(), false)
+	}()
+}
+
 // idleUnsubscribe is how long a channel stays subscribed with no waiter,
 // so a Locker that waits on the same name again soon pays nothing.
 const idleUnsubscribe = time.Second
@@ -227,6 +317,10 @@ func (n *notifier) run(ps *redis.PubSub) {
 			n.mu.Unlock()
 			n.hub.Wake(m.Channel)
 		case *redis.Message:
+			if id, ok := strings.CutPrefix(m.Payload, "\x00n"); ok {
+				n.wakeTarget(m.Channel, id) // one waiter, chosen by the release
+				continue
+			}
 			if strings.HasPrefix(m.Payload, "g ") {
 				n.deliverGrant(m.Payload) // before the wake-up, which takes it
 			}

@@ -66,6 +66,43 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 		t.Fatalf("a release a waiter waited for published %q, want the releaser's owner \"a\"", got)
 	}
 
+	// A waiter of New's backend has an id among the lock's waiters: the
+	// release wakes it alone, by its id (the message also wakes every
+	// waiter of earlier versions, which take any message).
+	const id = "0123456789abcdef"
+	missAs := func(r driver.Request, life time.Duration) {
+		t.Helper()
+		if g, err := redislock.AcquireAsWaiter(ctx, c, r, r.Owner, id, life); err != nil || g.Acquired {
+			t.Fatalf("attempt by %s on a held lock: %+v, %v", r.Owner, g, err)
+		}
+	}
+	h = take(req("a", false), "a")
+	missAs(req("b", true), time.Minute)
+	release(h)
+	if got := next(); got != "\x00n"+id {
+		t.Fatalf("a release an identified waiter waited for published %q, want %q", got, "\x00n"+id)
+	}
+	// The lock is kept for that waiter a moment: another's attempt
+	// finds it held, the waiter's takes it.
+	miss(req("c", false))
+	g, err := redislock.AcquireAsWaiter(ctx, c, req("b", true), "b", id, time.Minute)
+	if err != nil || !g.Acquired {
+		t.Fatalf("the woken waiter's attempt: %+v, %v", g, err)
+	}
+	release(driver.Hold{Name: name, Owner: "b", TTL: time.Minute, Token: g.Token, Handle: "b"})
+	if got := next(); got != "" {
+		t.Fatalf("a release nobody else waited for published %q", got)
+	}
+	// An entry that lapsed (its Locker died) is passed over, and every
+	// waiter is woken.
+	h = take(req("a", false), "a")
+	missAs(req("b", true), time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	release(h)
+	if got := next(); got != "a" {
+		t.Fatalf("a release whose only listed waiter lapsed published %q, want \"a\"", got)
+	}
+
 	// A sibling's re-entry: the first release leaves the lock held, the
 	// second frees it and wakes the waiter.
 	first := take(req("a", false), "a")
@@ -83,7 +120,7 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	// A hand-off keeps the waiter's mark for the release that ends it.
 	h = take(req("a", false), "a")
 	miss(req("b", true))
-	g, err := redislock.Transfer(ctx, c, h, req("c", false))
+	g, err = redislock.Transfer(ctx, c, h, req("c", false))
 	if err != nil || !g.Acquired {
 		t.Fatalf("hand-off: %+v, %v", g, err)
 	}

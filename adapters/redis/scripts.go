@@ -18,6 +18,10 @@ var (
 	dropHoldSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/lock_waiters.lua
+	lockWaitersSrc string
+	//go:embed scripts/leave.lua
+	leaveSrc string
 	//go:embed scripts/transfer.lua
 	transferSrc string
 	//go:embed scripts/fence.lua
@@ -47,7 +51,8 @@ var (
 
 	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
-	releaseScript = redis.NewScript(dropHoldSrc + releaseSrc)
+	releaseScript = redis.NewScript(dropHoldSrc + lockWaitersSrc + releaseSrc)
+	leaveScript   = redis.NewScript(lockWaitersSrc + leaveSrc)
 	// transferScript has next_token, but not restart_wait: the lock it
 	// hands on is held, so the server has not lost it.
 	transferScript = redis.NewScript(tokenSrc + transferSrc)

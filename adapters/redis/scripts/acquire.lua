@@ -1,20 +1,23 @@
 -- Take, re-enter or report a lock.
 -- KEYS[1] lock hash: field <owner> = hold count, '\0t' = token,
 --         '\0h'..<hold id> = 1 for each hold (Locker) of the owner
--- KEYS[2] fencing counter
+-- KEYS[2] fencing counter, KEYS[3] waiters (see lock_waiters.lua)
 -- ARGV[1] owner, ARGV[2] ttl (ms), ARGV[3] hold id,
 -- ARGV[4] '1' to draw the token from the counter here; '0' for Redlock,
 --         which sets the token afterwards (see fence.lua)
 -- ARGV[5] '1' when the caller will wait for a release if it is not
 --         granted: it marks the lock ('\0w'), so that the release
 --         publishes (release.lua); a release nobody waits for does not
--- Returns {1, token} when held by owner, {0, pttl} when held by another,
+-- ARGV[6] the waiter's id ('' for none: it is woken by any release),
+-- ARGV[7] how long its entry among the waiters lasts unrefreshed (ms),
+-- ARGV[8] '1' when the waiter may have an entry from an earlier attempt
+-- Returns {1, token} when held by owner, {0, pttl} when held by another
+-- (or kept for the waiter a release woke),
 -- {0, ms} when a restarted server holds grants back (restart_wait).
 local lock, owner, ttl, hold = KEYS[1], ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
 
--- pttl is -2 for a free lock: one read tells free, or how long it is held.
-local pttl = redis.call('pttl', lock)
-if pttl == -2 then
+-- take grants the free lock to owner.
+local function take()
   local token, had
   if ARGV[4] == '1' then
     token, had = next_token(KEYS[2])
@@ -25,13 +28,29 @@ if pttl == -2 then
   if wait > 0 then
     return {0, wait}
   end
-  redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
+  if ARGV[8] == '1' then
+    -- A waiter that takes the lock leaves the waiters.
+    redis.call('zrem', KEYS[3], ARGV[6])
+  end
+  if redis.call('zcard', KEYS[3]) > 0 then
+    -- Others wait: this hold's release must wake one (release.lua).
+    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1, '\0w', 1)
+  else
+    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
+  end
   redis.call('pexpire', lock, ttl)
   return {1, token}
 end
 
--- One read: the owner's count, this hold, the token and the mark.
-local got = redis.call('hmget', lock, owner, hold, '\0t', '\0w')
+-- pttl is -2 for a free lock: one read tells free, or how long it is held.
+local pttl = redis.call('pttl', lock)
+if pttl == -2 then
+  return take()
+end
+
+-- One read: the owner's count, this hold, the token, the mark, and the
+-- waiter a release keeps the free lock for (lock_waiters.lua).
+local got = redis.call('hmget', lock, owner, hold, '\0t', '\0w', '\0r')
 if got[1] then
   -- A retried acquire of the same hold must not count it twice.
   if not got[2] then
@@ -44,7 +63,21 @@ if got[1] then
   return {1, tonumber(got[3])}
 end
 
-if ARGV[5] == '1' and not got[4] then
-  redis.call('hset', lock, '\0w', 1)
+if got[5] and got[5] == ARGV[6] then
+  -- Kept for this waiter by the release that woke it.
+  redis.call('del', lock)
+  return take()
+end
+
+if ARGV[5] == '1' then
+  if not got[4] then
+    redis.call('hset', lock, '\0w', 1)
+  end
+  if ARGV[6] ~= '' then
+    local t = redis.call('time')
+    local expires = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[7])
+    redis.call('zadd', KEYS[3], expires, ARGV[6])
+    redis.call('pexpire', KEYS[3], ARGV[7])
+  end
 end
 return {0, pttl}

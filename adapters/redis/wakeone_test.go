@@ -1,0 +1,160 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlockhq/dlock"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// slowFallback makes a waiter rely on wake-ups alone for a minute, so a
+// wake-up that goes astray shows as a Lock that does not return.
+func slowFallback(c *dlock.Config) { c.PushFallback = time.Minute }
+
+// wakeOneSetup holds name with a lease that outlasts the test, so only a
+// wake-up ends a wait, and returns the holder's lease.
+func wakeOneSetup(t *testing.T, ctx context.Context, c *redis.Client, name string) dlock.Lease {
+	t.Helper()
+	lease, err := newLocker(t, c, dlock.WithTTL(time.Minute)).Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+// listed reports whether id is among the waiters of name.
+func listed(ctx context.Context, c *redis.Client, name, id string) bool {
+	return c.ZScore(ctx, redislock.LockWaitersOf(name), id).Err() == nil
+}
+
+// A waiter that gives up leaves the waiters at once, so the release wakes
+// the one still waiting, which the release would otherwise pass over for
+// the older entry.
+func TestGivingUpLeavesTheWaiters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	addr := testenv.RedisAddr(t)
+	admin := client(t, addr)
+	name := dlocktest.Name(t)
+	holder := wakeOneSetup(t, ctx, admin, name)
+
+	quitter := newLocker(t, client(t, addr), slowFallback)
+	stay := newLocker(t, client(t, addr), slowFallback)
+	quit, stop := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := quitter.Lock(quit, name)
+		gaveUp <- err
+	}()
+	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(quitter)) }, "the first waiter is listed")
+	next := testenv.LockLater(t, ctx, stay, name)
+	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(stay)) }, "the second waiter is listed")
+
+	stop()
+	if err := <-gaveUp; !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Lock that gave up: %v, want ErrNotAcquired", err)
+	}
+	// Its Lock waits up to CancelMargin for the leave.
+	dlocktest.Eventually(t, func() bool { return !listed(ctx, admin, name, redislock.WaiterID(quitter)) }, "the waiter that gave up is no longer listed")
+
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the remaining waiter did not get the lock")
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release that wakes a Locker none of whose waiters is left (its entry
+// outlived its wait: an attempt whose reply was lost, say) does not lose
+// the wake-up: the Locker's process passes it on to the next waiter.
+func TestUnclaimedWakeUpPassesOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	addr := testenv.RedisAddr(t)
+	admin := client(t, addr)
+	name := dlocktest.Name(t)
+	holder := wakeOneSetup(t, ctx, admin, name)
+
+	// Two Lockers of one process (one client): idle is listed first but
+	// does not wait.
+	shared := client(t, addr)
+	idle := newLocker(t, shared, slowFallback)
+	waiter := newLocker(t, shared, slowFallback)
+	if err := admin.ZAdd(ctx, redislock.LockWaitersOf(name), redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: redislock.WaiterID(idle)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	next := testenv.LockLater(t, ctx, waiter, name)
+	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(waiter)) }, "the waiter is listed")
+
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter did not get the lock")
+	}
+	if listed(ctx, admin, name, redislock.WaiterID(idle)) {
+		t.Fatal("the release did not take the idle Locker's entry")
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A wake-up passed on by the process it was sent to keeps the lock for
+// the next waiter, and leaves the first Locker's entry alone: the release
+// took it, and the Locker's next attempt may have put it back meanwhile,
+// so taking it out would leave a waiter unlisted, woken by no release.
+func TestPassOnKeepsTheEntry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	c := client(t, testenv.RedisAddr(t))
+	name := dlocktest.Name(t)
+	const first, second = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+	// A holder, then first and second wait, first longest; the release
+	// keeps the lock for first.
+	h := driver.Hold{Name: name, Owner: "holder", TTL: time.Minute, Handle: "holder"}
+	g, err := redislock.AcquireAs(ctx, c, driver.Request{Name: name, Owner: "holder", TTL: time.Minute}, "holder")
+	if err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v, %v", g, err)
+	}
+	h.Token = g.Token
+	for i, id := range []string{first, second} {
+		r := driver.Request{Name: name, Owner: id, TTL: time.Minute, Wait: true}
+		if g, err := redislock.AcquireAsWaiter(ctx, c, r, id, id, time.Minute); err != nil || g.Acquired {
+			t.Fatalf("waiter %d: %+v, %v", i, g, err)
+		}
+		time.Sleep(2 * time.Millisecond) // entries are ordered by their last attempt
+	}
+	if err := redislock.Release(ctx, c, h); err != nil {
+		t.Fatal(err)
+	}
+	if got := redislock.KeptFor(ctx, c, name); got != first {
+		t.Fatalf("the release kept the lock for %q, want %q", got, first)
+	}
+	// first's next attempt came meanwhile: its entry is back, the newest.
+	c.ZAdd(ctx, redislock.LockWaitersOf(name), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: first})
+
+	if err := redislock.PassOn(ctx, c, name, first); err != nil {
+		t.Fatal(err)
+	}
+	if got := redislock.KeptFor(ctx, c, name); got != second {
+		t.Fatalf("after the pass-on the lock is kept for %q, want %q", got, second)
+	}
+	if !listed(ctx, c, name, first) {
+		t.Fatal("the pass-on took out the entry the Locker's next attempt made")
+	}
+}
