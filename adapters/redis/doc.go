@@ -22,23 +22,23 @@
 //
 // Waiters of one Locker share one pub/sub connection. A Lock that finds
 // the lock held marks it (a field of the lock's hash, kept across
-// re-entries and hand-offs; the read-write lock's likewise) and lists its
-// Locker among the lock's waiters, and the release that frees a marked
-// lock wakes one of them, not all: the Locker listed longest, by a
-// message on the lock's channel that names it, and the lock stays free
-// for that Locker's attempt for 20ms, so a Lock that comes meanwhile
-// waits its turn instead of taking it ahead of the waiter. A release
-// nobody waited for publishes nothing (a TryLock's miss does not mark).
-// A Lock that gives up leaves the list, and passes on a wake-up it was
-// sent; so does a Locker woken with none of its waiters left. A
-// Locker's entry lapses 2*PushFallback+1s after its last attempt, so one
-// that died is passed over (until then, a release that picks it leaves
-// the lock free for those 20ms); each waiter also tries again every
-// PushFallback and when the holder's TTL runs out, so a holder that died
-// never stalls anyone. Lockers of one name should run the same dlock
-// release: waiters of an earlier release are woken by every release of
-// this one, but a release of an earlier one wakes this one's waiters
-// only when they next try (within PushFallback).
+// re-entries and hand-offs; the read-write lock's likewise) and lists
+// its Locker among the lock's waiters, and the release that frees a
+// marked lock wakes one of them, not all: the Locker whose last attempt
+// is oldest, by a message on the lock's channel that names it, and the
+// lock stays free for that Locker's attempt for 20ms, so a Lock that
+// comes meanwhile waits its turn instead of taking it ahead of the
+// waiter. A release nobody waited for publishes nothing (a TryLock's
+// miss does not mark). A Lock that gives up leaves the list, and passes
+// on a wake-up it was sent; so does a Locker woken with none of its
+// waiters left. A Locker's entry lapses 2*PushFallback+1s after its
+// last attempt, so one that died is passed over (until then, a release
+// that picks it leaves the lock free for those 20ms); each waiter also
+// tries again every PushFallback and when the holder's TTL runs out, so
+// a holder that died never stalls anyone. Lockers of one name should
+// run the same dlock release: waiters of an earlier release are woken
+// by every release of this one, but a release of an earlier one wakes
+// this one's waiters only when they next try (within PushFallback).
 //
 // Servers: Redis 6.2 or later (the scripts draw a token with SET … GET).
 //

@@ -19,15 +19,41 @@ import (
 // wake-up that goes astray shows as a Lock that does not return.
 func slowFallback(c *dlock.Config) { c.PushFallback = time.Minute }
 
-// wakeOneSetup holds name with a lease that outlasts the test, so only a
-// wake-up ends a wait, and returns the holder's lease.
-func wakeOneSetup(t *testing.T, ctx context.Context, c *redis.Client, name string) dlock.Lease {
+// wakeOneSetup returns a ctx, the server's address, a client, a fresh
+// name, and a lease on name that outlasts the test, so only a wake-up
+// ends a wait.
+func wakeOneSetup(t *testing.T) (ctx context.Context, addr string, admin *redis.Client, name string, holder dlock.Lease) {
 	t.Helper()
-	lease, err := newLocker(t, c, dlock.WithTTL(time.Minute)).Lock(ctx, name)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	t.Cleanup(cancel)
+	addr = testenv.RedisAddr(t)
+	admin = client(t, addr)
+	name = dlocktest.Name(t)
+	holder, err := newLocker(t, admin, dlock.WithTTL(time.Minute)).Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lease
+	return ctx, addr, admin, name, holder
+}
+
+// handOver unlocks holder, then requires the waiter's Lock (next) to get
+// the lock, within the test's ctx: a waiter with slowFallback that no
+// release wakes does not. check runs while the waiter holds it.
+func handOver(t *testing.T, ctx context.Context, holder dlock.Lease, next <-chan dlock.Lease, check func()) {
+	t.Helper()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter did not get the lock")
+	}
+	if check != nil {
+		check()
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // listed reports whether id is among the waiters of name.
@@ -39,12 +65,7 @@ func listed(ctx context.Context, c *redis.Client, name, id string) bool {
 // the one still waiting, which the release would otherwise pass over for
 // the older entry.
 func TestGivingUpLeavesTheWaiters(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	addr := testenv.RedisAddr(t)
-	admin := client(t, addr)
-	name := dlocktest.Name(t)
-	holder := wakeOneSetup(t, ctx, admin, name)
+	ctx, addr, admin, name, holder := wakeOneSetup(t)
 
 	quitter := newLocker(t, client(t, addr), slowFallback)
 	stay := newLocker(t, client(t, addr), slowFallback)
@@ -65,28 +86,14 @@ func TestGivingUpLeavesTheWaiters(t *testing.T) {
 	// Its Lock waits up to CancelMargin for the leave.
 	dlocktest.Eventually(t, func() bool { return !listed(ctx, admin, name, redislock.WaiterID(quitter)) }, "the waiter that gave up is no longer listed")
 
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the remaining waiter did not get the lock")
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handOver(t, ctx, holder, next, nil)
 }
 
 // A release that wakes a Locker none of whose waiters is left (its entry
 // outlived its wait: an attempt whose reply was lost, say) does not lose
 // the wake-up: the Locker's process passes it on to the next waiter.
 func TestUnclaimedWakeUpPassesOn(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	addr := testenv.RedisAddr(t)
-	admin := client(t, addr)
-	name := dlocktest.Name(t)
-	holder := wakeOneSetup(t, ctx, admin, name)
+	ctx, addr, admin, name, holder := wakeOneSetup(t)
 
 	// Two Lockers of one process (one client): idle is listed first but
 	// does not wait.
@@ -99,19 +106,11 @@ func TestUnclaimedWakeUpPassesOn(t *testing.T) {
 	next := testenv.LockLater(t, ctx, waiter, name)
 	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(waiter)) }, "the waiter is listed")
 
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := <-next
-	if lease == nil {
-		t.Fatal("the waiter did not get the lock")
-	}
-	if listed(ctx, admin, name, redislock.WaiterID(idle)) {
-		t.Fatal("the release did not take the idle Locker's entry")
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handOver(t, ctx, holder, next, func() {
+		if listed(ctx, admin, name, redislock.WaiterID(idle)) {
+			t.Fatal("the release did not take the idle Locker's entry")
+		}
+	})
 }
 
 // A wake-up passed on by the process it was sent to keeps the lock for
