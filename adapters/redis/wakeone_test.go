@@ -78,6 +78,10 @@ func TestGivingUpLeavesTheWaiters(t *testing.T) {
 	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(quitter)) }, "the first waiter is listed")
 	next := testenv.LockLater(t, ctx, stay, name)
 	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(stay)) }, "the second waiter is listed")
+	// The list expires by itself, as every key of a lock does.
+	if ttl := admin.PTTL(ctx, redislock.LockWaitersOf(name)).Val(); ttl <= 0 {
+		t.Fatalf("the waiters' list never expires (PTTL %v)", ttl)
+	}
 
 	stop()
 	if err := <-gaveUp; !errors.Is(err, dlock.ErrNotAcquired) {
