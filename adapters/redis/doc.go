@@ -36,9 +36,11 @@
 // that picks it leaves the lock free for those 20ms); each waiter also
 // tries again every PushFallback and when the holder's TTL runs out, so
 // a holder that died never stalls anyone. Lockers of one name should
-// run the same dlock release: waiters of an earlier release are woken
-// by every release of this one, but a release of an earlier one wakes
-// this one's waiters only when they next try (within PushFallback).
+// run the same dlock release: waiters of an earlier release wake at
+// each release of this one that someone waited for; a release of an
+// earlier one wakes all of this one's waiters when one of them tried
+// during its hold, and otherwise none until they next try (within
+// PushFallback).
 //
 // Servers: Redis 6.2 or later (the scripts draw a token with SET … GET).
 //
