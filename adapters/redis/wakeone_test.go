@@ -161,3 +161,36 @@ func TestPassOnKeepsTheEntry(t *testing.T) {
 		t.Fatal("the pass-on took out the entry the Locker's next attempt made")
 	}
 }
+
+// A release by a Locker of an earlier dlock release, which frees the lock
+// and publishes its owner on the lock's channel, wakes this release's
+// waiters.
+func TestEarlierReleaseWakesWaiters(t *testing.T) {
+	ctx, addr, admin, name, holder := wakeOneSetup(t)
+	waiter := newLocker(t, client(t, addr), slowFallback)
+	next := testenv.LockLater(t, ctx, waiter, name)
+	dlocktest.Eventually(t, func() bool { return listed(ctx, admin, name, redislock.WaiterID(waiter)) }, "the waiter is listed")
+
+	// What release.lua of earlier releases did for the last hold of a
+	// marked lock: delete it, publish the owner.
+	if err := admin.Del(ctx, redislock.Prefix+"{"+name+"}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Publish(ctx, redislock.ChannelOf(name), "earlier#owner").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-next
+	if lease == nil {
+		t.Fatal("the waiter did not get the lock")
+	}
+	if listed(ctx, admin, name, redislock.WaiterID(waiter)) {
+		t.Fatal("the waiter that took the lock is still listed")
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The holder's lease is gone with its key.
+	if err := holder.Unlock(ctx); err == nil {
+		t.Fatal("Unlock of a lease whose key was deleted succeeded")
+	}
+}
