@@ -54,7 +54,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		return nil, failed(err, n)
 	}
 	b.wait = waitTimeout(c.Config().TTL)
-	// A live waiter refreshes its entry at every attempt, at least one a
+	// A live waiter refreshes its entry at every attempt, at least once a
 	// PushFallback.
 	b.entryLife = 2*c.Config().PushFallback + time.Second
 	n.addWaiterID(b.id)
