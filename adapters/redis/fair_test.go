@@ -142,9 +142,7 @@ func TestHerdFree(t *testing.T) {
 					leases <- lease
 				}()
 			}
-			for kind.waiting(admin, name).Val() < waiters {
-				time.Sleep(10 * time.Millisecond)
-			}
+			dlocktest.Eventually(t, func() bool { return kind.waiting(admin, name).Val() == waiters }, "every waiter is listed on the server")
 			// Then until every waiter has subscribed and tried again: quiet.
 			before := commandCalls(t, admin)
 			for range 50 {
