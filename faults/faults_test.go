@@ -649,7 +649,12 @@ func (r *run) check(strict bool) tally {
 		r.record(e)
 	}
 	for _, p := range r.procs {
-		if c := p.cmd.ProcessState.ExitCode(); c != 0 && c != -1 { // -1: killed
+		c := p.cmd.ProcessState.ExitCode()
+		switch {
+		case c == 0 || c == -1: // -1: killed
+		case c == raceExit && onlyUpstreamRaces(p.stderr.String()):
+			t.Logf("worker %d: the race detector reported only go-zookeeper's own race on reconnect (go-zookeeper/zk PR #35, unfixed in v1.0.4); its stderr:\n%s", p.client, p.stderr.String())
+		default:
 			t.Errorf("worker %d exited with %d", p.client, c)
 		}
 	}
