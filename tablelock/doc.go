@@ -74,7 +74,11 @@
 // The row is released as usual instead when
 // another process waits for it (PostgreSQL: it is in dlock_waiters; MySQL:
 // a waiter's attempt stamped waited_at in the last second, migration
-// 000004), and after dlock.DefaultHandOffs hand-offs in a row
+// 000004; not the Locker's own attempts, made while it waited for the
+// lock: a stamp older than its last one may be its own and is passed
+// over, and a waiter of another process hidden behind it is seen when it
+// stamps again, within half a second), and after dlock.DefaultHandOffs
+// hand-offs in a row
 // (dlock.WithHandOffs). On a MySQL schema without waited_at nothing is
 // handed on, and a warning is logged once.
 //

@@ -52,3 +52,11 @@ func TestWithoutWaitedAt(t *testing.T) {
 func sharedLocker(t testing.TB, db *sql.DB, opts ...dlock.Option) dlock.Locker {
 	return newLocker(t, db, opts...)
 }
+
+// Call chains that waited for another process's hold hand the row on to
+// each other once it comes to them: the marks their own attempts left
+// while they waited (waited_at on MySQL) do not count as another process
+// waiting.
+func TestHandOffAfterWaiting(t *testing.T) {
+	testenv.CheckHandOffAfterWaiting(t, sharedLocker)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,8 +79,9 @@ WHERE name = ? AND owner = ? AND (token = ? OR ? = 0) AND expires_at > UTC_TIMES
 // myTransfer hands a hold, the only one of its owner, to another owner
 // with the next token, returned as the insert id (see myAcquire). No row
 // changes when the hold is gone or re-entered, or when a waiter of
-// another hold asked for the lock in the last waitedWindow: that hold is
-// then released, so the waiter can find the lock free.
+// another hold asked for the lock in the last window (the last
+// parameter, see mysql.window): that hold is then released, so the
+// waiter can find the lock free.
 const myTransfer = `
 UPDATE dlock_locks SET
 	owner       = ?,
@@ -93,6 +95,10 @@ WHERE name = ? AND owner = ? AND token = ? AND reentry = 1 AND expires_at > UTC_
 // Locker from handing the lock on: longer than a waiter's pause between
 // attempts (dlock's default backoff caps it at 250ms).
 const waitedWindow = time.Second
+
+// missesKept is how many names' last missed attempts a Locker keeps
+// before it forgets those older than waitedWindow.
+const missesKept = 256
 
 const myInspect = `
 SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
@@ -112,6 +118,54 @@ type mysql struct {
 	unmarked atomic.Bool
 	log      *slog.Logger
 	backoff  dlock.Backoff // paces a room's poll
+
+	mu sync.Mutex
+	// misses is when an attempt of this Locker last found each name
+	// held, as its reply came: that attempt may have stamped waited_at
+	// (see window).
+	misses map[string]time.Time
+}
+
+// missed records that an attempt on name found it held, just now.
+func (m *mysql) missed(name string) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.misses) >= missesKept {
+		for n, at := range m.misses {
+			if now.Sub(at) >= waitedWindow {
+				delete(m.misses, n)
+			}
+		}
+	}
+	if m.misses == nil {
+		m.misses = map[string]time.Time{}
+	}
+	m.misses[name] = now
+}
+
+// window is how recent a waited_at stamp on name keeps this Locker from
+// handing the lock on. A stamp is another waiter's when it is younger
+// than waitedWindow, except that one may be this Locker's own: its
+// waiters stamped the row while they waited for another holder, and
+// that stamp, younger than a second when the lock came to them, must not
+// stop their hand-offs. The server wrote it before the reply of this
+// Locker's last missed attempt came, so it is at least as old as that
+// reply: a stamp younger than the reply is another waiter's. A stamp
+// older than it may be either, and is taken as this Locker's own; a
+// waiter of another process hidden behind it stamps again with its first
+// attempt after the stamp is half of waitedWindow old (myAcquire), and
+// is seen then.
+// The clocks compared are the server's and this process's over at most
+// a second: a step of either only changes who waits a little longer.
+func (m *mysql) window(name string) time.Duration {
+	m.mu.Lock()
+	at, ok := m.misses[name]
+	m.mu.Unlock()
+	if !ok {
+		return waitedWindow
+	}
+	return min(waitedWindow, time.Since(at))
 }
 
 // noWaitedAt reports whether err says waited_at is missing, and if so
@@ -168,6 +222,9 @@ func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	if token == 0 {
+		m.missed(r.Name)
+	}
 	// The holder's remaining lease would cost a second round trip on every
 	// poll; the backoff cap bounds the wait past an expiry instead.
 	return driver.Grant{Acquired: token > 0, Token: uint64(token)}, nil
@@ -197,7 +254,7 @@ func (m *mysql) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (
 	if m.unmarked.Load() {
 		return driver.Grant{}, nil
 	}
-	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, micros(r.TTL), h.Name, h.Owner, h.Token, micros(waitedWindow)))
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, micros(r.TTL), h.Name, h.Owner, h.Token, micros(m.window(h.Name))))
 	if m.noWaitedAt(err) {
 		return driver.Grant{}, nil // nothing changed: released as usual
 	}

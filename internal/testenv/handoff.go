@@ -116,6 +116,94 @@ func CheckHandsOn(t *testing.T, mk func(...dlock.Option) dlock.Locker, count dlo
 	}
 }
 
+// CheckHandOffAfterWaiting checks, on each SQL test database, that call
+// chains sharing a Locker made by mk hand the lock on to each other once
+// it comes to them from a Locker of another pool (another process), at
+// most 1.5 statements per hold (see HandsOnAfterWaiting).
+func CheckHandOffAfterWaiting(t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) dlock.Locker) {
+	for _, d := range CountedDatabases() {
+		t.Run(d.Name, func(t *testing.T) {
+			CheckHandsOnAfterWaiting(t, mk(t, Migrated(t, d.Open)), mk(t, d.Open(t)), d.Count)
+		})
+	}
+}
+
+// CheckHandsOnAfterWaiting checks that the call chains of shared, having
+// waited for a name other holds, pass it on to each other once they have
+// it, at most 1.5 requests (counted by count) per hold: the attempts
+// they made while other held the name do not count as another process
+// waiting.
+func CheckHandsOnAfterWaiting(t *testing.T, shared, other dlock.Locker, count dlocktest.Requests) {
+	t.Helper()
+	perHold := HandsOnAfterWaiting(t, shared, other, count)
+	t.Logf("%.2f requests per hold after waiting for another process", perHold)
+	if perHold > 1.5 {
+		t.Errorf("%.2f requests per hold after waiting for another process, want at most 1.5: the lock is not handed on", perHold)
+	}
+}
+
+// HandsOnAfterWaiting has other hold a name while 16 call chains of
+// shared ask for it, waits until they have asked the server, has other
+// let go, and returns the requests count saw per hold from then on,
+// with each hold's token checked to be larger than the one before.
+func HandsOnAfterWaiting(t *testing.T, shared, other dlock.Locker, count dlocktest.Requests) float64 {
+	t.Helper()
+	const chains = 16
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	first, err := other.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make(chan uint64, chains)
+	var wg sync.WaitGroup
+	for range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := shared.Lock(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tokens <- lease.Token()
+			if err := lease.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	dlocktest.Eventually(t, func() bool {
+		n, err := count(ctx)
+		return err == nil && n > start
+	}, "the waiters' first attempt")
+	before, err := count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	after, err := count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(tokens)
+	last := first.Token()
+	for token := range tokens { // in the order the holds began
+		if token <= last {
+			t.Errorf("token %d after %d", token, last)
+		}
+		last = token
+	}
+	return float64(after-before) / chains
+}
+
 // CheckHandOffLetsAnotherIn checks, on each SQL test database, that a
 // Locker made by mk with opts lets a Locker of another pool (another
 // process) in (see LetsAnotherIn).
