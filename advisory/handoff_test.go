@@ -26,3 +26,9 @@ func TestHandOffLetsAnotherProcessIn(t *testing.T) {
 func sharedLocker(t testing.TB, db *sql.DB, opts ...dlock.Option) dlock.Locker {
 	return newLocker(t, db, opts...)
 }
+
+// Call chains that waited for another process's hold hand the lock on to
+// each other once it comes to them.
+func TestHandOffAfterWaiting(t *testing.T) {
+	testenv.CheckHandOffAfterWaiting(t, sharedLocker)
+}

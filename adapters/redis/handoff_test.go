@@ -20,6 +20,18 @@ func TestHandOff(t *testing.T) {
 	testenv.CheckHandsOn(t, func(opts ...dlock.Option) dlock.Locker { return newLocker(t, c, opts...) }, sent, 2)
 }
 
+// Call chains that waited for another process's hold hand the lock on to
+// each other once it comes to them, the plain lock and the fair one.
+func TestHandOffAfterWaiting(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	for kind, mk := range map[string]lockerMaker{"lock": newLocker, "fair": newFair} {
+		t.Run(kind, func(t *testing.T) {
+			c := client(t, addr)
+			testenv.CheckHandsOnAfterWaiting(t, mk(t, c), mk(t, client(t, addr)), countCommands(c))
+		})
+	}
+}
+
 // A process whose goroutines pass the lock from one to the next lets
 // another process in at the hand-off limit: the release wakes it.
 func TestHandOffLetsAnotherProcessIn(t *testing.T) {

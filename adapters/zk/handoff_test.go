@@ -127,6 +127,15 @@ func TestHandOff(t *testing.T) {
 	noOrphans(t, conn)
 }
 
+// Call chains that waited for another process's hold hand the lock on to
+// each other once it comes to them: one write per hold.
+func TestHandOffAfterWaiting(t *testing.T) {
+	ops := &opCounter{}
+	shared := newLocker(t, ops.conn(t))
+	other := newLocker(t, testenv.ZK(t, testenv.ZKAddrs(t), 30*time.Second))
+	testenv.CheckHandsOnAfterWaiting(t, shared, other, ops.writes)
+}
+
 // A process whose goroutines pass the lock from one to the next lets
 // another process in: its node queues behind the holder's, and the next
 // hand-off finds it there.
