@@ -147,6 +147,7 @@ func (b *backend) dialect(ctx context.Context) (dialect, error) {
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
 		b.d = &mysql{log: b.log}
+		warnMemoryFences(ctx, b.db, b.log)
 	}
 	return b.d, nil
 }

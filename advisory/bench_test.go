@@ -60,3 +60,27 @@ func BenchmarkSeckillRaw(b *testing.B) { testenv.Seckill(b, raw) }
 func raw(_ *testing.B, db *sql.DB, driver string) dlock.Locker {
 	return testenv.RawAdvisory(db, driver)
 }
+
+// BenchmarkBinlog is W1 on MySQL, dlock's advisory lock beside raw
+// GET_LOCK, on throwaway MariaDB servers: one without a binary log, where
+// the holder rows (dlock_fences) are in memory, and one that writes a
+// binary log and syncs it at every commit (log_bin and sync_binlog = 1,
+// MySQL 8's defaults), where they are InnoDB and an acquire's write
+// waits for the redo log's flush and the binary log's sync. Not part of
+// make bench: run it with -bench Binlog.
+func BenchmarkBinlog(b *testing.B) {
+	for _, server := range []struct {
+		name string
+		args []string
+	}{
+		{"off", nil},
+		{"sync", []string{"--log-bin=binlog", "--server-id=1", "--sync-binlog=1"}},
+	} {
+		b.Run(server.name, func(b *testing.B) {
+			srv := testenv.MariaDBServerWith(b, server.args...)
+			db := migrated(b, func(t testing.TB) *sql.DB { return testenv.Open(t, "mysql", srv.DSN) })
+			b.Run("dlock", func(b *testing.B) { dlocktest.BenchUncontended(b, newLocker(b, db), testenv.SelectOne(db)) })
+			b.Run("raw", func(b *testing.B) { dlocktest.BenchUncontended(b, raw(b, db, "mysql"), testenv.SelectOne(db)) })
+		})
+	}
+}

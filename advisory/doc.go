@@ -44,9 +44,20 @@
 // ended). On MySQL it is a hybrid clock, max(last + 1, the server's clock
 // in µs), kept in a row per name (dlock_fences, created by package
 // migrations; the dlock_fence sequence of older versions is no longer
-// used). The rows are in a MEMORY table, so taking a lock waits for no
-// log flush: a restart empties the table, and then the clock alone keeps
-// the tokens increasing, as it does after Prune.
+// used). Where the server writes no binary log, the rows are in a MEMORY
+// table, so taking a lock waits for no redo log flush: a restart empties
+// the table, and then the clock alone keeps the tokens increasing, as it
+// does after Prune. Where it writes one (log_bin: on by default in MySQL
+// 8, off in MariaDB), which any server with replicas does, they are in
+// InnoDB: a replica that restarts would lose a MEMORY table's rows, and
+// the primary's next write to one of them would stop its replication
+// (error 1032). MySQL migrations 000006 and 000007 choose the engine; a
+// DBA who turns the binary log on later runs CALL dlock_fences_engine(),
+// and a Locker warns until then. With a binary log, each acquire's write is logged too, and
+// with sync_binlog = 1 (MySQL 8's default) it waits for the binary log's
+// sync as well as the redo log's flush (BenchmarkBinlog measures both).
+// Only a user with SUPER or BINLOG ADMIN may keep a session's writes out
+// of the binary log (sql_log_bin), so nothing a Locker sets avoids it.
 //
 // Failover. Advisory locks live in the server's memory with their
 // sessions: they are not replicated, and a failover (or a restart) ends

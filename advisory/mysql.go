@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +64,37 @@ type mysql struct {
 	// for this user to run: waits then take myWait and myFence.
 	noCall atomic.Bool
 	log    *slog.Logger
+}
+
+// fencesChecked holds each *sql.DB whose dlock_fences warnMemoryFences
+// has looked at.
+var fencesChecked sync.Map
+
+// myFencesEngine is whether the server writes a binary log, and the
+// engine of dlock_fences (NULL: no such table).
+const myFencesEngine = `
+SELECT @@log_bin, (SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dlock_fences')`
+
+// warnMemoryFences logs a warning, once per *sql.DB, when dlock_fences
+// is a MEMORY table on a server that writes a binary log: a replica that
+// restarts loses the table's rows, and the primary's next write to one
+// of them stops its replication (see MySQL migration 000006, whose
+// dlock_fences_engine puts the table in InnoDB there). Nothing else
+// depends on the answer, so a question that fails is not asked again.
+func warnMemoryFences(ctx context.Context, db *sql.DB, log *slog.Logger) {
+	if _, asked := fencesChecked.LoadOrStore(db, true); asked {
+		return
+	}
+	var (
+		logBin int
+		engine sql.NullString
+	)
+	if err := db.QueryRowContext(ctx, myFencesEngine).Scan(&logBin, &engine); err != nil {
+		return
+	}
+	if logBin == 1 && strings.EqualFold(engine.String, "MEMORY") {
+		log.Warn("advisory: dlock_fences is a MEMORY table on a server that writes a binary log: a replica that restarts loses its rows, and its replication then stops at the next lock of one of their names (error 1032); apply MySQL migrations 000006 and 000007, or CALL dlock_fences_engine() if they are")
+	}
 }
 
 // seconds is ttl as wait_timeout, whole seconds rounded up.

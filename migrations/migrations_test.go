@@ -78,7 +78,7 @@ func TestDrift(t *testing.T) {
 				if got := columns(t, db, driver); !slices.Equal(got, want) {
 					t.Fatalf("up #%d: %s has columns %v, the code uses %v", round, tablelock.Table, got, want)
 				}
-				if got, want := routines(t, db, driver), map[string][]string{"mysql": {"dlock_wait_lock"}}[driver]; !slices.Equal(got, want) {
+				if got, want := routines(t, db, driver), map[string][]string{"mysql": {"dlock_fences_engine", "dlock_wait_lock"}}[driver]; !slices.Equal(got, want) {
 					t.Fatalf("up #%d: routines %v, want %v", round, got, want)
 				}
 				// The code's statements run against the migrated schema.
@@ -156,4 +156,46 @@ func statements(body string) int {
 		}
 	}
 	return n
+}
+
+// dlock_fences is a MEMORY table where the server writes no binary log,
+// and InnoDB where it does (a replica that restarts would lose a MEMORY
+// table's rows and stop replicating); calling dlock_fences_engine again
+// puts it back after a DBA moved it.
+func TestFencesEngine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		binlog bool
+		db     *sql.DB
+		want   string
+	}{
+		{false, testenv.Fresh(t, "mysql"), "MEMORY"},
+		{true, testenv.Open(t, "mysql", testenv.MariaDBServerWith(t, "--log-bin=binlog", "--server-id=1").DSN), "InnoDB"},
+	} {
+		if err := migrations.Up(ctx, c.db); err != nil {
+			t.Fatal(err)
+		}
+		if got := fencesEngine(t, c.db); got != c.want {
+			t.Errorf("binary log %v: dlock_fences is %s, want %s", c.binlog, got, c.want)
+		}
+		other := map[string]string{"MEMORY": "InnoDB", "InnoDB": "MEMORY"}[c.want]
+		for _, stmt := range []string{"ALTER TABLE dlock_fences ENGINE=" + other, "CALL dlock_fences_engine()"} {
+			if _, err := c.db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := fencesEngine(t, c.db); got != c.want {
+			t.Errorf("binary log %v: dlock_fences is %s after dlock_fences_engine, want %s", c.binlog, got, c.want)
+		}
+	}
+}
+
+// fencesEngine is the engine of db's dlock_fences.
+func fencesEngine(t *testing.T, db *sql.DB) string {
+	got := list(t, db, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dlock_fences'")
+	if len(got) != 1 {
+		t.Fatalf("dlock_fences: engines %v", got)
+	}
+	return got[0]
 }

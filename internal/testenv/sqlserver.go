@@ -227,7 +227,14 @@ func (pg postgresInstall) start(t testing.TB, data string, settings ...string) *
 // machine's mariadbd); t.Cleanup stops it and removes its data.
 func MariaDBServer(t testing.TB) *SQLServer {
 	t.Helper()
-	s := mariadbServer(t, "--skip-log-bin")
+	return MariaDBServerWith(t)
+}
+
+// MariaDBServerWith is MariaDBServer with args added to the server's
+// command line (its binary log is off unless args turn it on).
+func MariaDBServerWith(t testing.TB, args ...string) *SQLServer {
+	t.Helper()
+	s := mariadbServer(t, append([]string{"--skip-log-bin"}, args...)...)
 	if _, err := s.Exec("CREATE DATABASE test"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,105 @@
+package advisory_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/migrations"
+)
+
+// A MySQL replica that restarts keeps applying what the primary's locks
+// write: on a server with a binary log the holder rows are InnoDB
+// (migrations 000006 and 000007) and survive the restart. In a MEMORY
+// table the restart emptied them, and the next lock's write to its name's
+// row stopped replication (error 1032).
+func TestReplicaRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := testenv.MariaDBReplicated(t)
+	db := testenv.Open(t, "mysql", r.DSN)
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, db)
+	name := t.Name()
+	cycle := func() {
+		t.Helper()
+		lease, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	r.WaitReplicated(t)
+	r.Standby.Restart(t)
+	cycle()
+	primary, err := r.Primary.Query("SELECT @@gtid_binlog_pos AS pos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, err := r.Standby.Query("SHOW SLAVE STATUS")
+		if err != nil || status == nil {
+			t.Fatalf("replica status: %v, %v", status, err)
+		}
+		if status["Last_SQL_Errno"] != "0" {
+			t.Fatalf("replication stopped after the replica restarted: %s", status["Last_SQL_Error"])
+		}
+		pos, err := r.Standby.Query("SELECT @@gtid_slave_pos AS pos")
+		if err == nil && pos["pos"] == primary["pos"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica did not apply the primary's writes within 30s: at %v, the primary at %v (%v)", pos, primary, err)
+		}
+	}
+}
+
+// A Locker warns, once, when dlock_fences is a MEMORY table on a server
+// that writes a binary log, and only then.
+func TestWarnsOfMemoryFences(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logged := testenv.MariaDBServerWith(t, "--log-bin=binlog", "--server-id=1").DSN
+	unlogged := testenv.FreshDSN(t, "mysql")
+	for _, c := range []struct {
+		dsn, engine string
+		want        int
+	}{
+		{logged, "InnoDB", 0},
+		{logged, "MEMORY", 1},
+		{unlogged, "MEMORY", 0},
+	} {
+		admin := testenv.Open(t, "mysql", c.dsn)
+		if err := migrations.Up(ctx, admin); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.ExecContext(ctx, "ALTER TABLE dlock_fences ENGINE="+c.engine); err != nil {
+			t.Fatal(err)
+		}
+		var log testenv.Buffer
+		db := testenv.Open(t, "mysql", c.dsn)
+		for range 2 { // two Lockers on one pool
+			l := newLocker(t, db, dlock.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+			for range 2 {
+				lease, err := l.Lock(ctx, t.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n := lines(log.String(), "MEMORY table"); n != c.want {
+			t.Errorf("%s with a binary log %v: %d warnings, want %d:\n%s", c.engine, c.dsn == logged, n, c.want, log.String())
+		}
+	}
+}

@@ -1,0 +1,1 @@
+DROP PROCEDURE dlock_fences_engine;

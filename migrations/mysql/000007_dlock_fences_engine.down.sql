@@ -1,0 +1,1 @@
+ALTER TABLE dlock_fences ENGINE=MEMORY;
