@@ -29,7 +29,10 @@ var FS embed.FS
 // Up applies every migration not yet applied to db, a PostgreSQL (pgx/v5
 // stdlib) or MySQL/MariaDB (go-sql-driver/mysql) database. ctx governs the
 // run: when it ends, Up stops after the migration in progress. Up borrows
-// one connection and never closes db.
+// one connection and never closes db. A database that a later release of
+// dlock migrated further is left as it is, so that instances of this one
+// keep starting while the next rolls out: no migration takes away what an
+// earlier release uses.
 func Up(ctx context.Context, db *sql.DB) error {
 	if err := sqlmigrate.Up(ctx, db, FS, TableName); err != nil {
 		return fmt.Errorf("dlock migrations up: %w", err)

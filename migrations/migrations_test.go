@@ -199,3 +199,30 @@ func fencesEngine(t *testing.T, db *sql.DB) string {
 	}
 	return got[0]
 }
+
+// Up leaves alone a database that a later release migrated further,
+// whose version this one has no file for; a dirty one is still an error.
+func TestUpAfterLaterRelease(t *testing.T) {
+	for _, driver := range []string{"pgx", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db := testenv.Fresh(t, driver)
+			if err := migrations.Up(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "UPDATE "+migrations.TableName+" SET version = 999"); err != nil {
+				t.Fatal(err)
+			}
+			if err := migrations.Up(ctx, db); err != nil {
+				t.Errorf("up on a database a later release migrated: %v", err)
+			}
+			if _, err := db.ExecContext(ctx, "UPDATE "+migrations.TableName+" SET dirty = true"); err != nil {
+				t.Fatal(err)
+			}
+			if err := migrations.Up(ctx, db); err == nil {
+				t.Error("up on a dirty database: no error")
+			}
+		})
+	}
+}

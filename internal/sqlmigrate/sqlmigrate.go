@@ -13,22 +13,51 @@ import (
 	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/database/postgres"
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/dlockhq/dlock/internal/sqldialect"
 )
 
 // Up applies every migration in fsys/<dialect> not yet recorded in table.
+// A database that a later release migrated further than fsys goes (its
+// version is past fsys's last, and not dirty) is left as it is: an
+// instance of the earlier release, restarted while the next one rolls
+// out, works on it, since no migration takes from the schema what an
+// earlier release uses.
 func Up(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
-	return run(ctx, db, fsys, table, (*migrate.Migrate).Up)
+	return run(ctx, db, fsys, table, func(m *migrate.Migrate, last uint) error {
+		if v, dirty, err := m.Version(); err == nil && !dirty && v > last {
+			return nil
+		}
+		return m.Up()
+	})
 }
 
 // Down reverts every migration recorded in table.
 func Down(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
-	return run(ctx, db, fsys, table, (*migrate.Migrate).Down)
+	return run(ctx, db, fsys, table, func(m *migrate.Migrate, _ uint) error { return m.Down() })
 }
 
-func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*migrate.Migrate) error) (err error) {
+// lastVersion is the version of src's last migration.
+func lastVersion(src source.Driver) (uint, error) {
+	last, err := src.First()
+	if err != nil {
+		return 0, err
+	}
+	for {
+		next, err := src.Next(last)
+		if errors.Is(err, fs.ErrNotExist) {
+			return last, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		last = next
+	}
+}
+
+func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(m *migrate.Migrate, last uint) error) (err error) {
 	dialect, err := sqldialect.Of(ctx, db)
 	if err != nil {
 		return err
@@ -38,6 +67,10 @@ func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*m
 		return err
 	}
 	src, err := iofs.New(dir, ".")
+	if err != nil {
+		return fmt.Errorf("migrations for %s: %w", dialect, err)
+	}
+	last, err := lastVersion(src)
 	if err != nil {
 		return fmt.Errorf("migrations for %s: %w", dialect, err)
 	}
@@ -67,7 +100,7 @@ func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(*m
 	}()
 	stop := context.AfterFunc(ctx, func() { m.GracefulStop <- true })
 	defer stop()
-	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	if err := step(m, last); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return err
 	}
 	return ctx.Err()
