@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
@@ -67,8 +69,8 @@ type mysql struct {
 }
 
 // fencesChecked holds each *sql.DB whose dlock_fences warnMemoryFences
-// has looked at.
-var fencesChecked sync.Map
+// has looked at, weakly: an entry goes with its *sql.DB.
+var fencesChecked sync.Map // weak.Pointer[sql.DB] → struct{}
 
 // myFencesEngine is whether the server writes a binary log, and the
 // engine of dlock_fences (NULL: no such table).
@@ -82,9 +84,11 @@ SELECT @@log_bin, (SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHE
 // dlock_fences_engine puts the table in InnoDB there). Nothing else
 // depends on the answer, so a question that fails is not asked again.
 func warnMemoryFences(ctx context.Context, db *sql.DB, log *slog.Logger) {
-	if _, asked := fencesChecked.LoadOrStore(db, true); asked {
+	key := weak.Make(db)
+	if _, asked := fencesChecked.LoadOrStore(key, struct{}{}); asked {
 		return
 	}
+	runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { fencesChecked.Delete(key) }, key)
 	var (
 		logBin int
 		engine sql.NullString
