@@ -131,25 +131,39 @@ type backend struct {
 }
 
 // dialect returns the database's statements, telling them at first use.
+// On MySQL the first use also looks at where dlock_fences keeps its rows
+// (warnMemoryFences), after b.mu is let go: a caller that finds the
+// dialect known never waits for that question.
 func (b *backend) dialect(ctx context.Context) (dialect, error) {
+	d, first, err := b.knownDialect(ctx)
+	if first {
+		if _, ok := d.(*mysql); ok {
+			warnMemoryFences(ctx, b.db, b.log)
+		}
+	}
+	return d, err
+}
+
+// knownDialect is dialect without the first use's question; first is
+// whether this call told the dialect.
+func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.d != nil {
-		return b.d, nil
+		return b.d, false, nil
 	}
-	d, err := sqldialect.Of(ctx, b.db)
+	which, err := sqldialect.Of(ctx, b.db)
 	if err != nil {
-		return nil, fmt.Errorf("advisory: %w", err)
+		return nil, false, fmt.Errorf("advisory: %w", err)
 	}
-	switch d {
+	switch which {
 	case sqldialect.Postgres:
 		_, pgx := b.db.Driver().(*stdlib.Driver)
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
 		b.d = &mysql{log: b.log}
-		warnMemoryFences(ctx, b.db, b.log)
 	}
-	return b.d, nil
+	return b.d, true, nil
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/migrations"
 )
@@ -102,4 +103,48 @@ func TestWarnsOfMemoryFences(t *testing.T) {
 			t.Errorf("%s with a binary log %v: %d warnings, want %d:\n%s", c.engine, c.dsn == logged, n, c.want, log.String())
 		}
 	}
+}
+
+// The question a Locker asks at its first use on MySQL (where
+// dlock_fences keeps its rows) holds up no other call: with the link
+// silent and the first Lock stuck in it, a Lock of another name on the
+// same Locker returns by its own ctx.
+func TestFirstUseOnSilentLink(t *testing.T) {
+	migrated(t, testenv.MySQL)
+	viaDB, proxy := testenv.ViaProxy(t, "mysql")
+	defer proxy.Restore()
+	l := newLocker(t, viaDB)
+	name := t.Name()
+	// A connection in the pool, so that the first Lock's question is
+	// sent and its reply never comes (a new connection would give up its
+	// handshake after the DSN's dial timeout).
+	if err := viaDB.PingContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	first, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := l.Lock(first, name)
+		firstDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the first Lock asks, and waits
+	ctx, cancelSecond := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancelSecond()
+	second := make(chan error, 1)
+	go func() { // another name: a Lock of the same one would queue behind the first in the process
+		_, err := l.Lock(ctx, name+"/other")
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if err == nil {
+			t.Error("a Lock over a silent link took the lock")
+		}
+	case <-time.After(dlocktest.Timeout):
+		t.Fatalf("a Lock with a 500ms deadline still waits after %v, behind the first Lock's question", dlocktest.Timeout)
+	}
+	cancel()
+	<-firstDone
 }
