@@ -97,7 +97,8 @@ WHERE name = ? AND owner = ? AND token = ? AND reentry = 1 AND expires_at > UTC_
 const waitedWindow = time.Second
 
 // missesKept is how many names' last missed attempts a Locker keeps
-// before it forgets those older than waitedWindow.
+// before it first forgets those older than waitedWindow; after that, it
+// forgets them whenever the names it keeps have doubled since.
 const missesKept = 256
 
 const myInspect = `
@@ -122,8 +123,9 @@ type mysql struct {
 	mu sync.Mutex
 	// misses is when an attempt of this Locker last found each name
 	// held, as its reply came: that attempt may have stamped waited_at
-	// (see window).
-	misses map[string]time.Time
+	// (see window). At sweepAt names, the old ones are forgotten.
+	misses  map[string]time.Time
+	sweepAt int
 }
 
 // missed records that an attempt on name found it held, just now.
@@ -131,15 +133,16 @@ func (m *mysql) missed(name string) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.misses) >= missesKept {
+	if m.misses == nil {
+		m.misses, m.sweepAt = map[string]time.Time{}, missesKept
+	}
+	if len(m.misses) >= m.sweepAt {
 		for n, at := range m.misses {
 			if now.Sub(at) >= waitedWindow {
 				delete(m.misses, n)
 			}
 		}
-	}
-	if m.misses == nil {
-		m.misses = map[string]time.Time{}
+		m.sweepAt = max(missesKept, 2*len(m.misses))
 	}
 	m.misses[name] = now
 }
