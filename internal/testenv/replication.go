@@ -174,6 +174,10 @@ func (r *Replicated) WaitReplicated(t testing.TB) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the replica applies the primary's binary log", func() (bool, error) {
+		// A replica whose SQL thread stopped on an error never catches up.
+		if status, err := r.Standby.Query("SHOW SLAVE STATUS"); err == nil && status != nil && status["Last_SQL_Errno"] != "0" {
+			t.Fatalf("the replica stopped applying the primary's binary log: %s", status["Last_SQL_Error"])
+		}
 		got, err := r.Standby.Query("SELECT @@gtid_slave_pos AS pos")
 		return got != nil && got["pos"] == row["pos"], err
 	})
