@@ -17,12 +17,23 @@ import (
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // ErrPoolExhausted is returned by TryLock when db's pool is bounded
 // (db.SetMaxOpenConns) and every connection is in use, for instance pinned
 // by held locks. Lock waits for a connection instead.
 var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
+
+// MaxTTL is the longest lease TTL (dlock.WithTTL) a Locker takes. A held
+// lock's session gets the TTL as its idle timeout, which ends the lease
+// on the server's side, and 2147483 seconds (24 days 20 h 31 min 23 s) is
+// the longest every server keeps: PostgreSQL's idle_session_timeout
+// takes up to 2^31-1 ms, and MySQL's wait_timeout up to 2147483 s on
+// Windows (31536000 s elsewhere, and a longer one is cut down to that, so
+// the server would end the session, and drop the lock, before the lease
+// ends). New refuses a longer TTL.
+const MaxTTL = 2147483 * time.Second
 
 // cancelTimeout bounds an attempt that does not wait, and a session's
 // clean-up, neither of which a cancelled ctx cuts short.
@@ -49,7 +60,8 @@ var (
 // New returns a Locker on db, a PostgreSQL 14+ or MySQL/MariaDB database
 // whose schema is at the latest migration of package migrations, opened
 // with any database/sql driver (see tablelock.New for how the dialect is
-// told). New does no I/O. db stays the caller's.
+// told). New does no I/O. db stays the caller's. The TTL (dlock.WithTTL)
+// may be at most MaxTTL.
 func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if db == nil {
 		return nil, errors.New("advisory: nil *sql.DB")
@@ -58,6 +70,9 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
+	}
+	if ttl := c.Config().TTL; ttl > MaxTTL {
+		return nil, fmt.Errorf("advisory: TTL %v is longer than MaxTTL (%v), the longest idle timeout a server keeps for the session that holds a lock", ttl, MaxTTL)
 	}
 	b.log = c.Config().Logger
 	return &Locker{Client: c, b: b}, nil
@@ -520,4 +535,6 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 	return h, ok, sqldialect.SchemaHint(err)
 }
 
-func millis(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
+// millis is d as idle_session_timeout takes it: whole milliseconds,
+// rounded up.
+func millis(d time.Duration) int64 { return timeunit.Ceil(d, time.Millisecond) }

@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 					closed.Close()
 					return l
 				},
+				MaxTTL: advisory.MaxTTL,
 			})
 		})
 	}

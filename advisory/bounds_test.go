@@ -3,7 +3,9 @@ package advisory_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/lib/pq" // registers "postgres", a driver dlock does not know
 
@@ -47,5 +49,32 @@ func TestBoundsCalls(t *testing.T) {
 	lockOnce(l)
 	if advisory.BoundsCalls(l) {
 		t.Error("lib/pq: BoundsCalls = true, want false")
+	}
+}
+
+// A TTL longer than a session's idle timeout can be is refused by New,
+// before any I/O (db here reaches no server): PostgreSQL would refuse the
+// idle timeout after taking the lock, and MySQL would cut it down, ending
+// the session, and its lock, before the lease.
+func TestMaxTTL(t *testing.T) {
+	for _, driver := range []string{"pgx", "mysql"} {
+		db, err := sql.Open(driver, map[string]string{
+			"pgx":   "postgres://nobody@127.0.0.1:1/none",
+			"mysql": "nobody@tcp(127.0.0.1:1)/none",
+		}[driver])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := advisory.New(db, dlock.WithTTL(advisory.MaxTTL+time.Second)); err == nil || !strings.Contains(err.Error(), "MaxTTL") {
+			t.Errorf("%s: New with a TTL over MaxTTL: %v, want an error naming MaxTTL", driver, err)
+		}
+		l, err := advisory.New(db, dlock.WithTTL(advisory.MaxTTL))
+		if err != nil {
+			t.Fatalf("%s: New with MaxTTL: %v", driver, err)
+		}
+		if err := l.Close(context.Background()); err != nil {
+			t.Errorf("%s: Close of a Locker that never locked: %v", driver, err)
+		}
 	}
 }

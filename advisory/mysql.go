@@ -18,6 +18,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // myTry takes the lock without waiting and, in the same statement, draws
@@ -102,7 +103,7 @@ func warnMemoryFences(ctx context.Context, db *sql.DB, log *slog.Logger) {
 }
 
 // seconds is ttl as wait_timeout, whole seconds rounded up.
-func seconds(ttl time.Duration) int64 { return max(1, int64((ttl+time.Second-1)/time.Second)) }
+func seconds(ttl time.Duration) int64 { return timeunit.Ceil(ttl, time.Second) }
 
 // fence runs myTry or myTransfer for r on s: the token, and whether the
 // holder row was written (the session holds the lock).

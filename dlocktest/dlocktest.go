@@ -17,6 +17,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type Harness struct {
 	// Workers and Increments size the mutual-exclusion subtest: Workers
 	// Lockers each add Increments to one counter. Defaults 10 and 100.
 	Workers, Increments int
+	// MaxTTL is the longest TTL the backend's constructor takes, for the
+	// long-lease subtest. Default: the longest time.Duration.
+	MaxTTL time.Duration
 }
 
 // Timeout bounds every wait in the suite that succeeds on a correct
@@ -64,6 +68,9 @@ func Run(t *testing.T, h Harness) {
 	if h.Increments <= 0 {
 		h.Increments = 100
 	}
+	if h.MaxTTL <= 0 {
+		h.MaxTTL = math.MaxInt64
+	}
 	s := suite{h}
 	t.Run("MutualExclusion", s.mutualExclusion)
 	t.Run("TryLockNeverWaits", s.tryLockNeverWaits)
@@ -71,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TokensIncrease", s.tokensIncrease)
 	t.Run("UnlockNotHeld", s.unlockNotHeld)
 	t.Run("ExpiryTakeover", s.expiryTakeover)
+	t.Run("LongTTL", s.longTTL)
 	t.Run("ContextDeadline", s.contextDeadline)
 	t.Run("ContextCancel", s.contextCancel)
 	t.Run("InvalidNames", s.invalidNames)
@@ -359,6 +367,38 @@ func (s suite) expiryTakeover(t *testing.T) {
 		t.Fatalf("Unlock of the expired lease: %v, want ErrNotHeld", err)
 	}
 	wantNotAcquired(t, s.h.New(t), name)
+}
+
+// longTTL holds locks with the longest leases a user may ask for (a
+// month, and Harness.MaxTTL, which defaults to the longest
+// time.Duration, a "forever"): the server must keep each one as long as
+// its lease is open. A TTL converted to the server's units by adding
+// before dividing wraps around at the top, and a lock then expires on
+// the server at once, while its holder's Done stays open.
+func (s suite) longTTL(t *testing.T) {
+	ctx := ctxT(t)
+	other := s.h.New(t)
+	for _, ttl := range []time.Duration{min(30*24*time.Hour, s.h.MaxTTL), s.h.MaxTTL} {
+		name := Name(t)
+		// A first hold of the name, with the default lease: a backend
+		// that holds the first grant of a name back for a TTL after its
+		// server restarted (Redis) grants this one after 30s at most.
+		mustUnlock(t, mustLock(t, ctx, other, name))
+		lease := mustLock(t, ctx, s.h.New(t, dlock.WithTTL(ttl)), name)
+		// The wrapped-around expiry was a millisecond or less; a few
+		// checks over 100ms would each have found the lock free.
+		for range 5 {
+			time.Sleep(20 * time.Millisecond)
+			wantNotAcquired(t, other, name)
+		}
+		select {
+		case <-lease.Done():
+			t.Fatalf("TTL %v: Done closed while the lock was held: %v", ttl, lease.Err())
+		default:
+		}
+		mustUnlock(t, lease)
+		mustUnlock(t, mustLock(t, ctx, other, name))
+	}
 }
 
 func (s suite) contextDeadline(t *testing.T) {

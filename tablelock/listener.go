@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
+	"github.com/dlockhq/dlock/internal/timeunit"
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
@@ -533,7 +534,7 @@ func parseGrant(payload string) (g grantNote, ok bool) {
 	}
 	return grantNote{
 		pid: uint32(fields[0]), attempt: fields[1], token: fields[2],
-		term:  time.Duration(fields[3]) * time.Microsecond,
+		term:  timeunit.Of(int64(min(fields[3], math.MaxInt64)), time.Microsecond),
 		owner: rest[:i], name: rest[i:],
 	}, true
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // myAcquire inserts the row, takes over an expired one, or takes again one
@@ -319,5 +320,5 @@ func (m *mysql) Inspect(ctx context.Context, name string) (dlock.Holder, bool, e
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	return dlock.Holder{Owner: owner, Token: token, TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
+	return dlock.Holder{Owner: owner, Token: token, TTL: timeunit.Of(leftUS, time.Microsecond)}, true, nil
 }

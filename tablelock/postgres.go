@@ -13,6 +13,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel of releases for every
@@ -572,7 +573,7 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	}
 	g := driver.Grant{Acquired: acquired, Token: uint64(token)}
 	if !acquired {
-		g.RetryAfter = time.Duration(max(leftUS, 0)) * time.Microsecond
+		g.RetryAfter = timeunit.Of(max(leftUS, 0), time.Microsecond)
 	}
 	if acquired && isQuiet {
 		g.Handle = quiet{}
@@ -671,7 +672,7 @@ func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Acquired: true, Token: uint64(token), Term: time.Duration(termUS) * time.Microsecond}, nil
+	return driver.Grant{Acquired: true, Token: uint64(token), Term: timeunit.Of(termUS, time.Microsecond)}, nil
 }
 
 func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
@@ -687,7 +688,7 @@ func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: time.Duration(leftUS) * time.Microsecond}, true, nil
+	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: timeunit.Of(leftUS, time.Microsecond)}, true, nil
 }
 
 func (p *postgres) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // DefaultQueueTimeout is how long a fair lock's waiter keeps its place in
@@ -149,7 +151,7 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	// Retry by then at the latest: the holder's lease may run out, and
 	// the queue entry must be kept fresh.
-	return driver.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 1), time.Millisecond)}, nil
 }
 
 func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {
@@ -277,7 +279,7 @@ func (n *notifier) deliverGrant(payload string) {
 		}
 	}
 	if w, ok := n.grants.Load(rest); ok {
-		w.(*fairWait).grant(fields[0], fields[1], time.Duration(fields[2])*time.Millisecond)
+		w.(*fairWait).grant(fields[0], fields[1], timeunit.Of(int64(min(fields[2], math.MaxInt64)), time.Millisecond))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // Locker is a Redis lock client, safe for concurrent use by every
@@ -133,7 +134,8 @@ func luaBool(b bool) string {
 	return "0"
 }
 
-func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
+// ms is d as the scripts take TTLs: whole milliseconds, rounded up.
+func ms(d time.Duration) int64 { return timeunit.Ceil(d, time.Millisecond) }
 
 // acquireOn runs the acquire script on one server, for a waiter that any
 // release wakes (it takes no place among the lock's waiters).
@@ -172,7 +174,7 @@ func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold s
 	if res[0] == 1 {
 		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return driver.Grant{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 0), time.Millisecond)}, nil
 }
 
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // ReadWrite is a read-write lock: any number of readers, or one writer.
@@ -90,7 +91,7 @@ func (b *rwBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant
 	if res[0] == 1 {
 		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return driver.Grant{RetryAfter: time.Duration(max(res[1], 1)) * time.Millisecond}, nil
+	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 1), time.Millisecond)}, nil
 }
 
 func (b *rwBackend) Refresh(ctx context.Context, h driver.Hold) error {

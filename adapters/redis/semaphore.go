@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // ErrUnknownPermit is dlock.ErrUnknownPermit, returned by Permit.Release
@@ -112,7 +113,7 @@ func (s *Semaphore) try(ctx context.Context, n int, id string) (token uint64, wa
 	if res[0] == 1 {
 		return uint64(res[1]), 0, nil
 	}
-	return 0, time.Duration(res[1]) * time.Millisecond, nil
+	return 0, timeunit.Of(res[1], time.Millisecond), nil
 }
 
 // Available returns the permits free now and those in use; permits whose
