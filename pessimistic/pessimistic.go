@@ -22,11 +22,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // Defaults of Do.
@@ -48,8 +50,15 @@ type Option func(*config)
 // for a row lock (PostgreSQL SET LOCAL lock_timeout; MySQL
 // innodb_lock_wait_timeout for the session, in whole seconds rounded up,
 // restored afterwards). Past it the statement fails with an error
-// wrapping ErrLockTimeout. Default: the server's setting.
+// wrapping ErrLockTimeout. Default: the server's setting. Do refuses a
+// negative one, or one longer than MaxLockTimeout, before any I/O.
 func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
+
+// MaxLockTimeout is the longest lock timeout WithLockTimeout takes:
+// PostgreSQL's lock_timeout is at most 2^31-1 ms (24 days 20 h 31 min
+// 23.647 s). MySQL's innodb_lock_wait_timeout goes further; the bound is
+// one for both.
+const MaxLockTimeout = math.MaxInt32 * time.Millisecond
 
 // WithMaxAttempts sets how many times Do runs the transaction when it ends
 // in a deadlock or serialization failure. Default DefaultMaxAttempts (5);
@@ -91,6 +100,9 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 	if cfg.lockTimeout < 0 {
 		return fmt.Errorf("pessimistic: lock timeout must not be negative, got %v", cfg.lockTimeout)
 	}
+	if cfg.lockTimeout > MaxLockTimeout {
+		return fmt.Errorf("pessimistic: lock timeout %v is longer than MaxLockTimeout (%v)", cfg.lockTimeout, MaxLockTimeout)
+	}
 	if cfg.backoff == nil {
 		return errors.New("pessimistic: nil Backoff")
 	}
@@ -128,7 +140,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 	}
 	defer func() { _ = conn.Close() }() // back to the pool; the transaction's outcome is the result
 	if cfg.lockTimeout > 0 && d == sqldialect.MySQL {
-		secs := max(1, int64((cfg.lockTimeout+time.Second-1)/time.Second))
+		secs := timeunit.Ceil(cfg.lockTimeout, time.Second)
 		q := fmt.Sprintf("SET @dlock_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = %d", secs)
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return err
@@ -154,7 +166,7 @@ func once(ctx context.Context, db *sql.DB, d sqldialect.Dialect, fn func(context
 		}
 	}()
 	if cfg.lockTimeout > 0 && d == sqldialect.Postgres {
-		ms := max(1, int64((cfg.lockTimeout+time.Millisecond-1)/time.Millisecond))
+		ms := timeunit.Ceil(cfg.lockTimeout, time.Millisecond)
 		if _, err := tx.ExecContext(ctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", ms)); err != nil {
 			return err
 		}

@@ -163,6 +163,23 @@ func TestLockTimeout(t *testing.T) {
 	}
 }
 
+// The longest lock timeout is one both servers take, as the settings'
+// own units: a row locked by nobody is written at once.
+func TestLongestLockTimeout(t *testing.T) {
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			db := rows(t, driver, 1)
+			err := pessimistic.Do(context.Background(), db, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "UPDATE t SET v = 1 WHERE id = 1")
+				return err
+			}, pessimistic.WithLockTimeout(pessimistic.MaxLockTimeout))
+			if err != nil {
+				t.Fatalf("Do with MaxLockTimeout: %v", err)
+			}
+		})
+	}
+}
+
 // Two transactions lock two rows in opposite orders: the server breaks
 // the deadlock by aborting one, Do retries it, and both commit.
 func TestDeadlockRetried(t *testing.T) {
@@ -236,6 +253,7 @@ func TestBadInput(t *testing.T) {
 		"nil fn":           pessimistic.Do(ctx, unreachable, nil),
 		"zero attempts":    pessimistic.Do(ctx, unreachable, fn, pessimistic.WithMaxAttempts(0)),
 		"negative timeout": pessimistic.Do(ctx, unreachable, fn, pessimistic.WithLockTimeout(-time.Second)),
+		"timeout too long": pessimistic.Do(ctx, unreachable, fn, pessimistic.WithLockTimeout(pessimistic.MaxLockTimeout+time.Millisecond)),
 		"nil option":       pessimistic.Do(ctx, unreachable, fn, nil),
 	} {
 		if err == nil || pessimistic.IsConnectionLost(err) || !strings.HasPrefix(err.Error(), "pessimistic:") {
