@@ -25,7 +25,9 @@ type Servers struct {
 	// can take every connection and the holder can never finish.
 	Locks *sql.DB
 	// Redis and ZK serve the strategies that lock there; nil: those
-	// strategies are unavailable.
+	// strategies are unavailable. The zk strategy's leases have the
+	// default TTL (dlock.DefaultTTL): connect ZK with a session timeout
+	// no shorter (see package zklock).
 	Redis redis.UniversalClient
 	ZK    *zk.Conn
 	// ZKRoot is where ZooKeeper locks live; "": /dlock-seckill.

@@ -35,6 +35,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/seckill"
@@ -211,7 +212,9 @@ func open(ctx context.Context, o options) (*env, error) {
 	for _, a := range servers.ZKAddrs() {
 		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
 			_ = c.Close() // a probe: it only had to connect
-			conn, _, err := zk.Connect(servers.ZKAddrs(), 10*time.Second, zk.WithLogInfo(false))
+			// A session no shorter than the zk strategy's lease (the
+			// default TTL), so the lease ends before the session can.
+			conn, _, err := zk.Connect(servers.ZKAddrs(), dlock.DefaultTTL, zk.WithLogInfo(false))
 			if err == nil {
 				e.zk, e.zkErr = conn, nil
 			}
