@@ -34,7 +34,8 @@
 // every TTL/3. A holder that stops (crash, pause, WithoutAutoRenew) has its
 // session ended by the server after the TTL, which releases the lock; a
 // failed ping ends the lease with dlock.ErrLost at once, since the lock
-// went with the session.
+// went with the session. A TTL may be at most MaxTTL, about 24.8 days:
+// no longer idle timeout is kept by every server.
 //
 // Fencing tokens come from the database in the acquiring statement. On
 // PostgreSQL a token is the server's clock in microseconds when the lock
