@@ -78,6 +78,11 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	return &Locker{Client: c, b: b}, nil
 }
 
+// MaxTTL returns MaxTTL, the longest TTL New takes, so that code that
+// handles Lockers of every backend (dlocktest's suite, for one) can find
+// the bound.
+func (l *Locker) MaxTTL() time.Duration { return MaxTTL }
+
 // Close ends every lease and waiting Lock of l and releases its locks, as
 // dlock.Client's Close does, and then returns the sessions it kept for
 // its next holds to db's pool.

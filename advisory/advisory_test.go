@@ -37,7 +37,6 @@ func TestConformance(t *testing.T) {
 					closed.Close()
 					return l
 				},
-				MaxTTL: advisory.MaxTTL,
 			})
 		})
 	}

@@ -45,9 +45,6 @@ type Harness struct {
 	// Workers and Increments size the mutual-exclusion subtest: Workers
 	// Lockers each add Increments to one counter. Defaults 10 and 100.
 	Workers, Increments int
-	// MaxTTL is the longest TTL the backend's constructor takes, for the
-	// long-lease subtest. Default: the longest time.Duration.
-	MaxTTL time.Duration
 }
 
 // Timeout bounds every wait in the suite that succeeds on a correct
@@ -67,9 +64,6 @@ func Run(t *testing.T, h Harness) {
 	}
 	if h.Increments <= 0 {
 		h.Increments = 100
-	}
-	if h.MaxTTL <= 0 {
-		h.MaxTTL = math.MaxInt64
 	}
 	s := suite{h}
 	t.Run("MutualExclusion", s.mutualExclusion)
@@ -370,15 +364,20 @@ func (s suite) expiryTakeover(t *testing.T) {
 }
 
 // longTTL holds locks with the longest leases a user may ask for (a
-// month, and Harness.MaxTTL, which defaults to the longest
-// time.Duration, a "forever"): the server must keep each one as long as
-// its lease is open. A TTL converted to the server's units by adding
-// before dividing wraps around at the top, and a lock then expires on
-// the server at once, while its holder's Done stays open.
+// month, and the longest time.Duration, a "forever"), or, for a Locker
+// with a MaxTTL() time.Duration method (package advisory's), up to what
+// it returns: the server must keep each one as long as its lease is
+// open. A TTL converted to the server's units by adding before dividing
+// wraps around at the top, and a lock then expires on the server at
+// once, while its holder's Done stays open.
 func (s suite) longTTL(t *testing.T) {
 	ctx := ctxT(t)
 	other := s.h.New(t)
-	for _, ttl := range []time.Duration{min(30*24*time.Hour, s.h.MaxTTL), s.h.MaxTTL} {
+	limit := time.Duration(math.MaxInt64)
+	if b, ok := other.(interface{ MaxTTL() time.Duration }); ok {
+		limit = b.MaxTTL()
+	}
+	for _, ttl := range []time.Duration{min(30*24*time.Hour, limit), limit} {
 		name := Name(t)
 		// A first hold of the name, with the default lease: a backend
 		// that holds the first grant of a name back for a TTL after its
