@@ -44,7 +44,8 @@ var (
 )
 
 // NewRedlock returns a Redlock over clients, each a separate server (not
-// replicas of one another). Each Redlock is its own owner. It does no I/O;
+// replicas of one another); two clients of one address, or one client
+// twice, are refused. Each Redlock is its own owner. It does no I/O;
 // the clients stay the caller's. Configure them to fail fast
 // (redis.Options MaxRetries: -1, DialerRetries: 1): a down server's
 // retries eat the lease's validity.
@@ -52,10 +53,16 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 	if len(clients) == 0 {
 		return nil, errors.New("redislock: Redlock needs at least one server")
 	}
+	seen := map[any]int{}
 	for i, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("redislock: Redlock client %d is nil", i)
 		}
+		server, name := serverOf(c)
+		if j, ok := seen[server]; ok {
+			return nil, fmt.Errorf("redislock: Redlock clients %d and %d are one server (%s): a quorum needs separate servers", j, i, name)
+		}
+		seen[server] = i
 	}
 	b := &redlockBackend{clients: clients, quorum: len(clients)/2 + 1}
 	for _, c := range clients {
@@ -69,6 +76,22 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 		return nil, failed(err, b.notifiers...)
 	}
 	return &Redlock{Client: c, b: b}, nil
+}
+
+// serverOf is what tells c's server from another client's, without I/O:
+// a single-server client's network address, or else the client itself,
+// and how to name it in an error. Two names for one host (localhost and
+// 127.0.0.1) are not caught.
+func serverOf(c redis.UniversalClient) (server any, name string) {
+	if rc, ok := c.(*redis.Client); ok {
+		o := rc.Options()
+		network := o.Network
+		if network == "" {
+			network = "tcp"
+		}
+		return network + " " + o.Addr, o.Addr
+	}
+	return c, fmt.Sprintf("the same %T", c)
 }
 
 // Close ends every lease and releases its locks, then closes the pub/sub

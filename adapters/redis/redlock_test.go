@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,5 +224,32 @@ func TestTokensSurviveDataLoss(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A quorum of one server is no quorum: NewRedlock refuses a client given
+// twice and two clients of one address, before any I/O (nothing listens
+// on these ports).
+func TestRedlockOneServerTwice(t *testing.T) {
+	client := func(addr string) redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a := client("127.0.0.1:1")
+	for what, clients := range map[string][]redis.UniversalClient{
+		"one client twice":        {a, client("127.0.0.1:2"), a},
+		"two clients of one host": {client("127.0.0.1:3"), client("127.0.0.1:2"), client("127.0.0.1:3")},
+	} {
+		if _, err := redislock.NewRedlock(clients); err == nil || !strings.Contains(err.Error(), "one server") {
+			t.Errorf("%s: NewRedlock: %v, want an error saying the clients are one server", what, err)
+		}
+	}
+	r, err := redislock.NewRedlock([]redis.UniversalClient{a, client("127.0.0.1:2"), client("127.0.0.1:3")})
+	if err != nil {
+		t.Fatalf("three servers: %v", err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Errorf("Close of a Redlock that never locked: %v", err)
 	}
 }
