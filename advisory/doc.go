@@ -60,6 +60,15 @@
 // Only a user with SUPER or BINLOG ADMIN may keep a session's writes out
 // of the binary log (sql_log_bin), so nothing a Locker sets avoids it.
 //
+// Inspect. On MySQL the holder's owner id and token are in its
+// dlock_fences row, whole. On PostgreSQL the holding session carries them
+// in its application_name, which the server keeps to 63 bytes of
+// printable ASCII: the token and the hold id (the part of the owner id
+// after its last '#') come whole, and of the owner label as much as fits
+// after them, about 23 bytes, with each byte that is not printable ASCII
+// shown as '?'. So compare holders by token or hold id there, not by the
+// whole owner id.
+//
 // Failover. Advisory locks live in the server's memory with their
 // sessions: they are not replicated, and a failover (or a restart) ends
 // every one. A holder learns at its next ping (every TTL/3), while a
