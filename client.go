@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -115,7 +116,23 @@ func NewClient(b driver.Backend, opts ...Option) (*Client, error) {
 	if err := settingsFor(b, cfg); err != nil {
 		return nil, err
 	}
+	if limit := maxTTL(b); cfg.TTL > limit {
+		return nil, fmt.Errorf("dlock: TTL %v is longer than %v, the longest the backend's server keeps a lease (its package's MaxTTL)", cfg.TTL, limit)
+	}
 	return newClient(b, cfg, &family{}), nil
+}
+
+// MaxTTL is the longest TTL (WithTTL) c's backend keeps a lease for: the
+// bound its package documents (driver.TTLBounded), or else the longest
+// time.Duration. Code that makes Lockers of any backend can check a TTL
+// against it.
+func (c *Client) MaxTTL() time.Duration { return maxTTL(c.backend) }
+
+func maxTTL(b driver.Backend) time.Duration {
+	if t, ok := b.(driver.TTLBounded); ok {
+		return t.MaxTTL()
+	}
+	return math.MaxInt64
 }
 
 // NewSibling returns a Client over b with c's configuration, whose holds

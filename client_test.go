@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,26 @@ func TestBadOptions(t *testing.T) {
 	}
 	if _, err := dlock.NewClient(nil); err == nil {
 		t.Error("NewClient(nil) accepted a nil backend")
+	}
+}
+
+// ttlBounded is a backend whose server keeps a lease for an hour at most.
+type ttlBounded struct{ *memory }
+
+func (ttlBounded) MaxTTL() time.Duration { return time.Hour }
+
+// A backend's bound on the TTL (driver.TTLBounded) is kept by NewClient,
+// before any I/O, and reported by MaxTTL; a backend with none reports
+// the longest duration.
+func TestMaxTTL(t *testing.T) {
+	if _, err := dlock.NewClient(ttlBounded{newMemory()}, dlock.WithTTL(time.Hour+time.Millisecond)); err == nil || !strings.Contains(err.Error(), "MaxTTL") {
+		t.Errorf("a TTL over the backend's bound: %v, want an error naming MaxTTL", err)
+	}
+	if got := newClient(t, ttlBounded{newMemory()}, dlock.WithTTL(time.Hour)).MaxTTL(); got != time.Hour {
+		t.Errorf("MaxTTL of a bounded backend's Client = %v, want 1h", got)
+	}
+	if got := newClient(t, newMemory(), dlock.WithTTL(math.MaxInt64)).MaxTTL(); got != math.MaxInt64 {
+		t.Errorf("MaxTTL of an unbounded backend's Client = %v, want the longest duration", got)
 	}
 }
 

@@ -71,17 +71,9 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ttl := c.Config().TTL; ttl > MaxTTL {
-		return nil, fmt.Errorf("advisory: TTL %v is longer than MaxTTL (%v), the longest idle timeout a server keeps for the session that holds a lock", ttl, MaxTTL)
-	}
 	b.log = c.Config().Logger
 	return &Locker{Client: c, b: b}, nil
 }
-
-// MaxTTL returns MaxTTL, the longest TTL New takes, so that code that
-// handles Lockers of every backend (dlocktest's suite, for one) can find
-// the bound.
-func (l *Locker) MaxTTL() time.Duration { return MaxTTL }
 
 // Close ends every lease and waiting Lock of l and releases its locks, as
 // dlock.Client's Close does, and then returns the sessions it kept for
@@ -191,6 +183,7 @@ var (
 	_ driver.Blocker       = (*backend)(nil)
 	_ driver.Transferer    = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
+	_ driver.TTLBounded    = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 )
 
@@ -539,6 +532,9 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 	h, ok, err := d.holder(ctx, b.db, name)
 	return h, ok, sqldialect.SchemaHint(err)
 }
+
+// MaxTTL is MaxTTL: a held session's idle timeout is its lease.
+func (b *backend) MaxTTL() time.Duration { return MaxTTL }
 
 // millis is d as idle_session_timeout takes it: whole milliseconds,
 // rounded up.

@@ -365,9 +365,9 @@ func (s suite) expiryTakeover(t *testing.T) {
 
 // longTTL holds locks with the longest leases a user may ask for (a
 // month, and the longest time.Duration, a "forever"), or, for a Locker
-// with a MaxTTL() time.Duration method (package advisory's), up to what
-// it returns: the server must keep each one as long as its lease is
-// open. A TTL converted to the server's units by adding before dividing
+// with a MaxTTL() time.Duration method (dlock.Client's, which reports the
+// backend's bound), up to what it returns: the server must keep each one
+// as long as its lease is open. A TTL converted to the server's units by adding before dividing
 // wraps around at the top, and a lock then expires on the server at
 // once, while its holder's Done stays open.
 func (s suite) longTTL(t *testing.T) {

@@ -126,6 +126,15 @@ type NameChecker interface {
 	CheckName(name string) error
 }
 
+// TTLBounded is implemented by backends whose server cannot keep a lease
+// past some TTL (it holds the lease in a setting with a ceiling).
+// dlock.NewClient refuses a longer TTL, before any I/O, and
+// dlock.Client.MaxTTL reports the bound.
+type TTLBounded interface {
+	// MaxTTL is the longest TTL the backend's server keeps.
+	MaxTTL() time.Duration
+}
+
 // Notifier is implemented by backends whose server can push a wake-up when
 // a lock may have become free (pub/sub, LISTEN/NOTIFY, watches).
 type Notifier interface {
