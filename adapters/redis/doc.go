@@ -20,7 +20,11 @@
 // with 2 and 8 contending clients (two sets of runs). Redlock, cluster
 // and ring clients, and WithReplicas keep the hand-over.
 //
-// Waiters of one Locker share one pub/sub connection. A Lock that finds
+// Waiters of one Locker share one pub/sub connection, and so do the
+// Lockers, semaphores and latches built on one client (a client whose
+// type cannot be compared, such as a wrapper struct holding a slice
+// passed by value, cannot be told from a copy, so each of them gets one
+// of its own). A Lock that finds
 // the lock held marks it (a field of the lock's hash, kept across
 // re-entries and hand-offs; the read-write lock's likewise) and lists
 // its Locker among the lock's waiters, and the release that frees a

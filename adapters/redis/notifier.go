@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 type notifier struct {
 	client  redis.UniversalClient
 	sharded bool // Cluster: sharded pub/sub (SSUBSCRIBE/SPUBLISH)
+	own     bool // not shared: its client cannot key notifiers
 	hub     wakeup.Hub
 
 	mu        sync.Mutex
@@ -74,25 +76,34 @@ func failed(err error, refs ...*notifierRef) error {
 }
 
 // notifierFor returns a share of c's notifier; give it back with release.
+// A client whose type cannot key a map (a wrapper passed by value that
+// holds a slice or a map, say) gets a notifier of its own, and so one
+// pub/sub connection per user, rather than a panic.
 func notifierFor(c redis.UniversalClient) *notifierRef {
-	n := notifiers.Get(c, func() *notifier {
-		_, sharded := c.(*redis.ClusterClient)
-		return &notifier{
-			client:    c,
-			sharded:   sharded,
-			sps:       map[string]*redis.PubSub{},
-			confirmed: map[string]bool{},
-			pending:   map[string][]chan struct{}{},
-			ids:       map[string]bool{},
-			targets:   map[targetKey][]<-chan struct{}{},
-		}
-	})
-	return &notifierRef{notifier: n}
+	if !reflect.TypeOf(c).Comparable() {
+		n := newNotifier(c)
+		n.own = true
+		return &notifierRef{notifier: n}
+	}
+	return &notifierRef{notifier: notifiers.Get(c, func() *notifier { return newNotifier(c) })}
+}
+
+func newNotifier(c redis.UniversalClient) *notifier {
+	_, sharded := c.(*redis.ClusterClient)
+	return &notifier{
+		client:    c,
+		sharded:   sharded,
+		sps:       map[string]*redis.PubSub{},
+		confirmed: map[string]bool{},
+		pending:   map[string][]chan struct{}{},
+		ids:       map[string]bool{},
+		targets:   map[targetKey][]<-chan struct{}{},
+	}
 }
 
 // unref gives back one use of n; the last closes its connections.
 func (n *notifier) unref() error {
-	if !notifiers.Release(n.client) {
+	if !n.own && !notifiers.Release(n.client) {
 		return nil
 	}
 	return n.close()

@@ -364,3 +364,95 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 		}
 	}
 }
+
+// valueClient is a client wrapper passed by value whose type cannot be
+// compared (it holds a slice), as an instrumenting wrapper might be.
+type valueClient struct {
+	redis.UniversalClient
+	tags []string
+}
+
+// A client whose type cannot key a map works with every constructor: its
+// Lockers wait and are woken as any other's, each on a pub/sub connection
+// of its own, where sharing one would panic ("hash of unhashable type").
+func TestUncomparableClient(t *testing.T) {
+	server := testenv.RedisServers(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	ttl := dlock.WithTTL(2 * time.Second)
+	server.WaitUp(t, 2*time.Second)
+	c := valueClient{UniversalClient: client(t, server.Addr), tags: []string{"svc"}}
+	for _, mk := range []struct {
+		what string
+		new  func(redis.UniversalClient, ...dlock.Option) (*redislock.Locker, error)
+	}{{"New", redislock.New}, {"NewFair", redislock.NewFair}} {
+		a, err := mk.new(c, ttl)
+		if err != nil {
+			t.Fatalf("%s: %v", mk.what, err)
+		}
+		b := testenv.Closing(t, must(mk.new(c, ttl)))
+		name := dlocktest.Name(t)
+		held, err := a.Lock(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: Lock: %v", mk.what, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			lease, err := b.Lock(ctx, name)
+			if err == nil {
+				err = lease.Unlock(ctx)
+			}
+			got <- err
+		}()
+		dlocktest.Eventually(t, func() bool {
+			list, err := c.ClientList(ctx).Result()
+			return err == nil && strings.Contains(list, " sub=1 ")
+		}, "the waiter subscribed")
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("%s: Unlock: %v", mk.what, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("%s: the waiter: %v", mk.what, err)
+		}
+		if err := a.Close(ctx); err != nil {
+			t.Fatalf("%s: Close: %v", mk.what, err)
+		}
+	}
+	rw, err := redislock.NewReadWrite(c, ttl)
+	if err != nil {
+		t.Fatalf("NewReadWrite: %v", err)
+	}
+	defer rw.Read.Close(ctx)
+	defer rw.Write.Close(ctx)
+	rl, err := rw.Read.Lock(ctx, dlocktest.Name(t))
+	if err != nil {
+		t.Fatalf("read lock: %v", err)
+	}
+	if err := rl.Unlock(ctx); err != nil {
+		t.Fatalf("read unlock: %v", err)
+	}
+	sem, err := redislock.NewSemaphore(c, dlocktest.Name(t), 1, ttl)
+	if err != nil {
+		t.Fatalf("NewSemaphore: %v", err)
+	}
+	defer sem.Close()
+	latch, err := redislock.NewLatch(c, dlocktest.Name(t))
+	if err != nil {
+		t.Fatalf("NewLatch: %v", err)
+	}
+	defer latch.Close()
+	r, err := redislock.NewRedlock([]redis.UniversalClient{c, client(t, "127.0.0.1:1"), client(t, "127.0.0.1:2")})
+	if err != nil {
+		t.Fatalf("NewRedlock: %v", err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Redlock Close: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -59,6 +60,9 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 			return nil, fmt.Errorf("redislock: Redlock client %d is nil", i)
 		}
 		server, name := serverOf(c)
+		if server == nil {
+			continue
+		}
 		if j, ok := seen[server]; ok {
 			return nil, fmt.Errorf("redislock: Redlock clients %d and %d are one server (%s): a quorum needs separate servers", j, i, name)
 		}
@@ -81,7 +85,8 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 // serverOf is what tells c's server from another client's, without I/O:
 // a single-server client's network address, or else the client itself,
 // and how to name it in an error. Two names for one host (localhost and
-// 127.0.0.1) are not caught.
+// 127.0.0.1) are not caught, nor are copies of a client whose type cannot
+// be compared (nil server).
 func serverOf(c redis.UniversalClient) (server any, name string) {
 	if rc, ok := c.(*redis.Client); ok {
 		o := rc.Options()
@@ -90,6 +95,9 @@ func serverOf(c redis.UniversalClient) (server any, name string) {
 			network = "tcp"
 		}
 		return network + " " + o.Addr, o.Addr
+	}
+	if !reflect.TypeOf(c).Comparable() {
+		return nil, ""
 	}
 	return c, fmt.Sprintf("the same %T", c)
 }
