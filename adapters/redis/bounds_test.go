@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,27 @@ func TestBoundsCalls(t *testing.T) {
 			t.Errorf("fair lock, %s: BoundsCalls = %v, want %v", tc.name, got, tc.want)
 		}
 		release()
+	}
+}
+
+// Every constructor refuses a nil client, also a nil *redis.Client or
+// *redis.ClusterClient, which would otherwise fail (or panic) only at the
+// first request.
+func TestNilClient(t *testing.T) {
+	var typed *redis.Client
+	var cluster *redis.ClusterClient
+	for _, c := range []redis.UniversalClient{nil, typed, cluster} {
+		for what, mk := range map[string]func() (any, error){
+			"New":          func() (any, error) { return redislock.New(c) },
+			"NewFair":      func() (any, error) { return redislock.NewFair(c) },
+			"NewReadWrite": func() (any, error) { return redislock.NewReadWrite(c) },
+			"NewSemaphore": func() (any, error) { return redislock.NewSemaphore(c, "s", 1) },
+			"NewLatch":     func() (any, error) { return redislock.NewLatch(c, "l") },
+			"NewRedlock":   func() (any, error) { return redislock.NewRedlock([]redis.UniversalClient{c}) },
+		} {
+			if _, err := mk(); err == nil || !strings.Contains(err.Error(), "nil") {
+				t.Errorf("%s(%T(nil)): %v, want an error saying the client is nil", what, c, err)
+			}
+		}
 	}
 }

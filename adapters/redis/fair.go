@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -57,8 +56,8 @@ func WithQueueTimeout(d time.Duration) dlock.Option { return dlock.WithSetting(q
 // hand-off between them waits for the waiter's next retry (at most half
 // the queue timeout) instead of a wake-up. Nothing is granted out of turn.
 func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	n := notifierFor(client)
 	b := newFairBackend(client, n, DefaultQueueTimeout)

@@ -23,8 +23,8 @@ type Latch struct {
 
 // NewLatch returns the latch name. It does no I/O.
 func NewLatch(client redis.UniversalClient, name string) (*Latch, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	if err := dlock.ValidateName(name); err != nil {
 		return nil, err

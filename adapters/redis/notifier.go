@@ -75,6 +75,21 @@ func failed(err error, refs ...*notifierRef) error {
 	return errjoin.Join(errs...)
 }
 
+// errNilClient is returned by every constructor given a nil client.
+var errNilClient = errors.New("redislock: nil client")
+
+// checkClient refuses a nil client, also one of a pointer type (a nil
+// *redis.Client), which would fail only at the first request.
+func checkClient(c redis.UniversalClient) error {
+	if c == nil {
+		return errNilClient
+	}
+	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
+		return errNilClient
+	}
+	return nil
+}
+
 // notifierFor returns a share of c's notifier; give it back with release.
 // A client whose type cannot key a map (a wrapper passed by value that
 // holds a slice or a map, say) gets a notifier of its own, and so one

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,8 +38,8 @@ var (
 // WithReplicas(n) makes every grant and renewal wait for n replicas
 // (failover-safe mode, see the package doc).
 func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	n := notifierFor(client)
 	b := &backend{client: client, notifier: n, id: randomID()}

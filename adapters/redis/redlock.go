@@ -56,7 +56,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 	}
 	seen := map[any]int{}
 	for i, c := range clients {
-		if c == nil {
+		if checkClient(c) != nil {
 			return nil, fmt.Errorf("redislock: Redlock client %d is nil", i)
 		}
 		server, name := serverOf(c)

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,8 +32,8 @@ type ReadWrite struct {
 // of a process. It does no
 // I/O; client stays the caller's. Close both Lockers when done.
 func NewReadWrite(client redis.UniversalClient, opts ...dlock.Option) (*ReadWrite, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	rn, wn := notifierFor(client), notifierFor(client)
 	w, err := dlock.NewClient(&rwBackend{client: client, notifier: wn, mode: "write"}, opts...)

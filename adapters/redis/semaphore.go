@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,8 +43,8 @@ type Semaphore struct {
 // (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed; no other
 // option applies. It does no I/O.
 func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	if err := dlock.ValidateName(name); err != nil {
 		return nil, err
