@@ -12,7 +12,8 @@ type Backoff func(attempt int) time.Duration
 
 // ExponentialBackoff returns a Backoff with "full jitter": a uniformly random
 // delay between 0 and min(max, base·2^attempt). Jitter keeps waiters that
-// started together from retrying together.
+// started together from retrying together. A base of 0 or less counts as
+// 1ms, and a max below base as base.
 func ExponentialBackoff(base, max time.Duration) Backoff {
 	if base <= 0 {
 		base = time.Millisecond

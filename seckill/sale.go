@@ -29,7 +29,7 @@ func (r Result) Percentile(p float64) time.Duration {
 }
 
 // Sell runs a sale: users (given by id) each try to buy goodsID once, at
-// most buyers at a time. progress, if not nil, is called after each
+// most buyers at a time (one when buyers < 1). progress, if not nil, is called after each
 // attempt with the number done. ctx governs the sale.
 func Sell(ctx context.Context, s Strategy, goodsID int64, users []int64, buyers int, progress func(done int)) Result {
 	var (
@@ -81,9 +81,9 @@ func Sell(ctx context.Context, s Strategy, goodsID int64, users []int64, buyers 
 	return res
 }
 
-// Users returns n user ids starting at first.
+// Users returns n user ids starting at first; none when n < 1.
 func Users(first int64, n int) []int64 {
-	u := make([]int64, n)
+	u := make([]int64, max(n, 0))
 	for i := range u {
 		u[i] = first + int64(i)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,16 @@ func TestFencingRefusesExpiredHolder(t *testing.T) {
 				t.Fatalf("%d orders, %d left; want 1 and 4", tally.Orders, tally.StockLeft)
 			}
 		})
+	}
+}
+
+func TestUsers(t *testing.T) {
+	if got := seckill.Users(7, 3); !slices.Equal(got, []int64{7, 8, 9}) {
+		t.Errorf("Users(7, 3) = %v, want [7 8 9]", got)
+	}
+	for _, n := range []int{0, -1} {
+		if got := seckill.Users(1, n); len(got) != 0 {
+			t.Errorf("Users(1, %d) = %v, want none", n, got)
+		}
 	}
 }

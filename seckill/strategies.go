@@ -159,7 +159,7 @@ type lockedConfig struct {
 // WithHoldDelay makes every purchase pause this long while holding the
 // lock, before it writes: a stand-in for a GC pause or a slow call, to
 // show that a holder whose lease expired meanwhile is refused by the
-// fencing token.
+// fencing token. A delay of 0 or less makes no pause.
 func WithHoldDelay(d time.Duration) Option { return func(c *lockedConfig) { c.holdDelay = d } }
 
 // Locked sells while holding locker's lock on the item: it checks the
