@@ -152,7 +152,11 @@ func (c *Client) NewSibling(b driver.Backend) (*Client, error) {
 func settingsFor(b driver.Backend, cfg Config) error {
 	pkg := packageOf(reflect.TypeOf(b))
 	for key := range cfg.settings {
-		if from := packageOf(reflect.TypeOf(key)); from != pkg {
+		from := packageOf(reflect.TypeOf(key))
+		if from == "" || from == "<nil>" {
+			return fmt.Errorf("dlock: WithSetting's key %#v is not of a type of the backend's package", key)
+		}
+		if from != pkg {
 			return fmt.Errorf("dlock: an option of package %s was given to a Locker of package %s", from, pkg)
 		}
 	}

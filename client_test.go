@@ -97,6 +97,44 @@ func TestMaxTTL(t *testing.T) {
 	}
 }
 
+// memorySetting is a setting key of the memory backend's own package.
+type memorySetting struct{}
+
+// NewClient takes a backend's settings only from the backend's own
+// package: an option meant for another backend is an error, as is a key
+// of no package's own type, which no backend can have meant.
+func TestSettings(t *testing.T) {
+	c := newClient(t, newMemory(), dlock.WithSetting(memorySetting{}, 3))
+	if v, ok := c.Config().Setting(memorySetting{}); !ok || v != 3 {
+		t.Errorf("Setting of the backend's own key = %v, %v; want 3, true", v, ok)
+	}
+	if _, err := dlock.NewClient(newMemory(), dlock.WithSetting(time.Duration(0), 3)); err == nil || !strings.Contains(err.Error(), "option of package time") {
+		t.Errorf("another package's key: %v, want an error naming that package", err)
+	}
+	for what, key := range map[string]any{"a string": "replicas", "a nil": nil} {
+		if _, err := dlock.NewClient(newMemory(), dlock.WithSetting(key, 3)); err == nil || !strings.Contains(err.Error(), "WithSetting's key") {
+			t.Errorf("%s key: %v, want an error saying the key is of no package's type", what, err)
+		}
+	}
+}
+
+// ExponentialBackoff reads a base of 0 or less as 1ms, and a max below
+// base as base.
+func TestExponentialBackoffBounds(t *testing.T) {
+	for _, tc := range []struct{ base, max, limit time.Duration }{
+		{0, 0, time.Millisecond},
+		{-time.Second, -time.Second, time.Millisecond},
+		{time.Second, time.Millisecond, time.Second},
+	} {
+		b := dlock.ExponentialBackoff(tc.base, tc.max)
+		for attempt := range 70 {
+			if d := b(attempt); d <= 0 || d > tc.limit {
+				t.Fatalf("ExponentialBackoff(%v, %v)(%d) = %v, outside (0, %v]", tc.base, tc.max, attempt, d, tc.limit)
+			}
+		}
+	}
+}
+
 func TestExponentialBackoff(t *testing.T) {
 	b := dlock.ExponentialBackoff(time.Millisecond, 100*time.Millisecond)
 	for attempt := range 200 {
