@@ -66,5 +66,6 @@ func (l *Latch) Await(ctx context.Context) error {
 	})
 }
 
-// Close closes the latch's pub/sub connection.
+// Close gives back the latch's share of the client's pub/sub connection,
+// which the last user closes.
 func (l *Latch) Close() error { return l.notifier.release() }

@@ -62,7 +62,8 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 }
 
 // Close ends every lease of l, releases their locks (see
-// dlock.Client.Close), and closes l's pub/sub connection.
+// dlock.Client.Close), and gives back its share of the client's pub/sub
+// connection, which the last user closes.
 func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
 	if l.waiterID != "" {

@@ -194,7 +194,8 @@ func (p *Permit) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the semaphore's pub/sub connection.
+// Close gives back the semaphore's share of the client's pub/sub
+// connection, which the last user closes.
 func (s *Semaphore) Close() error { return s.notifier.release() }
 
 // randomID is a random id (a permit's, a fair Locker's channel): 64 random
