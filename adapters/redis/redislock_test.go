@@ -390,7 +390,11 @@ func TestUncomparableClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mk.what, err)
 		}
-		b := testenv.Closing(t, must(mk.new(c, ttl)))
+		b, err := mk.new(c, ttl)
+		if err != nil {
+			t.Fatalf("%s: %v", mk.what, err)
+		}
+		testenv.Closing(t, b)
 		name := dlocktest.Name(t)
 		held, err := a.Lock(ctx, name)
 		if err != nil {
@@ -448,11 +452,4 @@ func TestUncomparableClient(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatalf("Redlock Close: %v", err)
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
