@@ -781,3 +781,21 @@ func lockAfter(t *testing.T, c dlock.Locker, first dlock.Lease) {
 		t.Fatal(err)
 	}
 }
+
+// With no watchdog, a lease nobody refreshes ends at its deadline, and
+// its Err says that, not that a renewal failed.
+func TestUnrefreshedLeaseSaysWhy(t *testing.T) {
+	c := newClient(t, newMemory(), dlock.WithTTL(dlock.MinTTL), dlock.WithoutAutoRenew())
+	lease, err := c.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(dlocktest.Timeout):
+		t.Fatal("the lease outlived its TTL")
+	}
+	if err := lease.Err(); !errors.Is(err, dlock.ErrLost) || !strings.Contains(err.Error(), "not refreshed") {
+		t.Errorf("Err = %v, want ErrLost saying the lease was not refreshed", err)
+	}
+}

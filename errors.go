@@ -14,7 +14,8 @@ var (
 	ErrNotHeld = errors.New("dlock: lock not held")
 
 	// ErrLost is wrapped by Lease.Err when a lease ended without Unlock: the
-	// renewal could not be confirmed before the lease's deadline, the server
+	// renewal could not be confirmed before the lease's deadline (or, with
+	// WithoutAutoRenew, Refresh was not called in time), the server
 	// reported the lock gone, or the session that held it ended. The cause
 	// is wrapped beside it.
 	ErrLost = errors.New("dlock: lease lost")

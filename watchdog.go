@@ -70,6 +70,11 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 			if extended {
 				continue
 			}
+			if renew == nil {
+				// WithoutAutoRenew: nobody was to renew it but Refresh.
+				c.lose(h, errors.New("lease expired: not refreshed within the TTL (WithoutAutoRenew)"), settleRenewal)
+				return
+			}
 			cause := lastErr
 			if cause == nil {
 				cause = errors.New("lease expired before it was renewed")
