@@ -91,11 +91,11 @@ func checkClient(c redis.UniversalClient) error {
 }
 
 // notifierFor returns a share of c's notifier; give it back with release.
-// A client whose type cannot key a map (a wrapper passed by value that
-// holds a slice or a map, say) gets a notifier of its own, and so one
-// pub/sub connection per user, rather than a panic.
+// A client that cannot key a map (a wrapper passed by value that holds a
+// slice or a map, say, directly or inside another wrapper) gets a notifier
+// of its own, and so one pub/sub connection per user, rather than a panic.
 func notifierFor(c redis.UniversalClient) *notifierRef {
-	if !reflect.TypeOf(c).Comparable() {
+	if !reflect.ValueOf(c).Comparable() {
 		n := newNotifier(c)
 		n.own = true
 		return &notifierRef{notifier: n}

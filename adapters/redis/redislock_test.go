@@ -372,6 +372,9 @@ type valueClient struct {
 	tags []string
 }
 
+// outerClient is a comparable type holding an uncomparable client.
+type outerClient struct{ redis.UniversalClient }
+
 // A client whose type cannot key a map works with every constructor: its
 // Lockers wait and are woken as any other's, each on a pub/sub connection
 // of its own, where sharing one would panic ("hash of unhashable type").
@@ -381,7 +384,9 @@ func TestUncomparableClient(t *testing.T) {
 	defer cancel()
 	ttl := dlock.WithTTL(2 * time.Second)
 	server.WaitUp(t, 2*time.Second)
-	c := valueClient{UniversalClient: client(t, server.Addr), tags: []string{"svc"}}
+	// Wrapped once more, in a type that is comparable but holds a value
+	// that is not: comparing two of them panics all the same.
+	c := outerClient{valueClient{UniversalClient: client(t, server.Addr), tags: []string{"svc"}}}
 	for _, mk := range []struct {
 		what string
 		new  func(redis.UniversalClient, ...dlock.Option) (*redislock.Locker, error)

@@ -96,7 +96,7 @@ func serverOf(c redis.UniversalClient) (server any, name string) {
 		}
 		return network + " " + o.Addr, o.Addr
 	}
-	if !reflect.TypeOf(c).Comparable() {
+	if !reflect.ValueOf(c).Comparable() {
 		return nil, ""
 	}
 	return c, fmt.Sprintf("the same %T", c)
