@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func lockAll(ctx context.Context, parts []Part, lock func(Locker, context.Contex
 	key := func(p Part) string { return p.Name + "\x00" + identity(p.Locker) }
 	slices.SortStableFunc(ordered, func(a, b Part) int { return strings.Compare(key(a), key(b)) })
 	for i := 1; i < len(ordered); i++ {
-		if a, b := ordered[i-1], ordered[i]; key(a) == key(b) && a.Locker != b.Locker {
+		if a, b := ordered[i-1], ordered[i]; key(a) == key(b) && !sameLocker(a.Locker, b.Locker) {
 			return nil, fmt.Errorf("dlock: MultiLock parts %q on two Lockers of identity %q: no order every process agrees on; give them different names", a.Name, identity(a.Locker))
 		}
 	}
@@ -79,6 +80,13 @@ func lockAll(ctx context.Context, parts []Part, lock func(Locker, context.Contex
 	}
 	m.watch()
 	return m, nil
+}
+
+// sameLocker reports whether a and b are one Locker. Two Lockers that
+// cannot be compared (a wrapper passed by value that holds a slice, say)
+// are not known to be one, where comparing them would panic.
+func sameLocker(a, b Locker) bool {
+	return reflect.ValueOf(a).Comparable() && reflect.ValueOf(b).Comparable() && a == b
 }
 
 // identity is l's Identity, or its type.

@@ -102,4 +102,17 @@ func TestMultiLockCanonicalOrder(t *testing.T) {
 		t.Fatalf("the same part twice: %v", err)
 	}
 	all.Unlock(ctx)
+
+	// A Locker wrapper that cannot be compared is not known to be one
+	// Locker: refused, where comparing would panic.
+	w := labelled{Locker: one, labels: []string{"a"}}
+	if _, err := dlock.TryLockAll(ctx, dlock.Part{Locker: w, Name: "z"}, dlock.Part{Locker: w, Name: "z"}); err == nil {
+		t.Fatal("two parts of an uncomparable Locker that no order tells apart were accepted")
+	}
+}
+
+// labelled is a Locker wrapper passed by value that cannot be compared.
+type labelled struct {
+	dlock.Locker
+	labels []string
 }
