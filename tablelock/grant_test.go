@@ -36,13 +36,21 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	admin := testenv.Postgres(t)
 	first := hold(t, ctx, name)
 	var count testenv.PGCounter
-	next := waitFor(ctx, newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute)), name)
+	waiter := newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute))
+	before, _ := count.Requests()(ctx)
+	next := waitFor(ctx, waiter, name)
 	queued(t, ctx, admin, name, 1)
 	n0 := quiesced(ctx, &count)
 	lease := handedOn(t, ctx, first, next, "queued for a grant")
 	defer func() { _ = lease.Unlock(ctx) }()
-	if n, _ := count.Requests()(ctx); n != n0 {
+	n, _ := count.Requests()(ctx)
+	if n != n0 {
 		t.Errorf("the waiter's process sent %d statements to take a granted lock, want 0", n-n0)
+	}
+	// Its try, LISTEN, and the attempt that queued it: nothing wakes it
+	// before the release, not even the LISTEN it subscribed on.
+	if n-before != 3 {
+		t.Errorf("the waiter's process sent %d statements from Lock to the hold, want 3", n-before)
 	}
 	if lease.Token() <= first.Token() {
 		t.Errorf("granted token %d, not above the last holder's %d", lease.Token(), first.Token())

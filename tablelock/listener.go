@@ -160,6 +160,13 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 		cancel()
 		return nil, nil, gen.err
 	}
+	// The caller tries again before it waits on ch: a wake-up that came
+	// before now (run's, for the waiters of an earlier connection, or a
+	// release's since LISTEN) is one that attempt answers.
+	select {
+	case <-ch:
+	default:
+	}
 	return ch, cancel, nil
 }
 
@@ -370,10 +377,17 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		if _, err := pc.Exec(ctx, fmt.Sprintf("LISTEN %s; LISTEN %s_%d", notifyChannel, notifyChannel, pid)); err != nil {
 			return err
 		}
+		// Releases between a lost connection and this LISTEN were missed:
+		// every waiter looks again. One that subscribed to this
+		// connection makes its attempt after ready anyway, and drops
+		// this wake-up (subscribe); so that it finds it there, ready
+		// closes after it, and under l.mu, which an attempt's
+		// registration takes.
+		l.mu.Lock()
 		gen.pid = pid
-		close(gen.ready)
-		// Releases between a lost connection and this LISTEN were missed.
 		l.hub.WakeAll()
+		close(gen.ready)
+		l.mu.Unlock()
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil && gen.idle.Load() {
