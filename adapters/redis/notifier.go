@@ -186,6 +186,12 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 			cancel()
 			return nil, nil, ctx.Err()
 		}
+		// The caller tries again before it waits on wake, which answers
+		// any wake-up until now (the confirmation's, see run).
+		select {
+		case <-wake:
+		default:
+		}
 	}
 	return wake, cancel, nil
 }
@@ -328,6 +334,12 @@ func (n *notifier) run(ps *redis.PubSub) {
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
 				n.confirmed[m.Channel] = true
+				// Waiters of an earlier subscription (before a
+				// reconnection) may have missed releases: they look again.
+				// Those that wait for this confirmation try again after
+				// it anyway, and drop this wake-up (subscribe); so that
+				// they find it there, it comes first.
+				n.hub.Wake(m.Channel)
 				for _, c := range n.pending[m.Channel] {
 					close(c)
 				}
@@ -339,9 +351,9 @@ func (n *notifier) run(ps *redis.PubSub) {
 				if len(n.pending[m.Channel]) == 0 {
 					delete(n.confirmed, m.Channel)
 				}
+				n.hub.Wake(m.Channel)
 			}
 			n.mu.Unlock()
-			n.hub.Wake(m.Channel)
 		case *redis.Message:
 			if id, ok := strings.CutPrefix(m.Payload, "\x00n"); ok {
 				n.wakeTarget(m.Channel, id) // one waiter, chosen by the release

@@ -194,3 +194,68 @@ func TestEarlierReleaseWakesWaiters(t *testing.T) {
 		t.Fatal("Unlock of a lease whose key was deleted succeeded")
 	}
 }
+
+// A waiter's subscription does not wake it: after the attempt that finds
+// the lock held and the one right after subscribing, it makes none until
+// a release wakes it. (Each attempt is a script call; the server is the
+// test's own, so its counts are these Lockers' alone.)
+func TestSubscribingDoesNotWakeTheWaiter(t *testing.T) {
+	for _, kind := range []struct {
+		name  string
+		new   func(redis.UniversalClient, ...dlock.Option) (*redislock.Locker, error)
+		calls int64
+	}{{"lock", redislock.New, 5}, {"fair", redislock.NewFair, 4}} {
+		t.Run(kind.name, func(t *testing.T) {
+			server := testenv.RedisServers(t, 1)[0]
+			ttl := dlock.WithTTL(time.Second)
+			server.WaitUp(t, time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			admin := client(t, server.Addr)
+			calls := func(cmd string) int64 {
+				stats, err := admin.InfoMap(ctx, "commandstats").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				if fields, ok := stats["Commandstats"]["cmdstat_"+cmd]; ok {
+					if _, err := fmtSscan(fields, &n); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return n
+			}
+			mk := func() *redislock.Locker {
+				l, err := kind.new(client(t, server.Addr), ttl, slowFallback)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return testenv.Closing(t, l)
+			}
+			name := dlocktest.Name(t)
+			holder, err := mk().Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiter := mk()
+			before := calls("evalsha")
+			next := make(chan dlock.Lease, 1)
+			go func() {
+				lease, err := waiter.Lock(ctx, name)
+				if err != nil {
+					t.Error(err)
+				}
+				next <- lease
+			}()
+			dlocktest.Eventually(t, func() bool {
+				return calls("subscribe") > 0 && calls("evalsha")-before >= 2
+			}, "the waiter subscribed and tried again")
+			handOver(t, ctx, holder, next, nil)
+			// Two attempts, the release, the attempt it woke (the fair
+			// lock's release grants instead), and the waiter's unlock.
+			if got := calls("evalsha") - before; got > kind.calls {
+				t.Errorf("%d script calls from the wait to the waiter's unlock, want %d: a wake-up without a release", got, kind.calls)
+			}
+		})
+	}
+}
