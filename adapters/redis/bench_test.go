@@ -38,21 +38,11 @@ func BenchmarkContendedFair(b *testing.B) {
 // commandCount sums the client-issued commands of INFO commandstats.
 func commandCount(c *redis.Client) dlocktest.Requests {
 	return func(ctx context.Context) (int64, error) {
-		stats, err := c.InfoMap(ctx, "commandstats").Result()
+		calls, err := serverCalls(ctx, c)
 		if err != nil {
 			return 0, err
 		}
-		var n int64
-		for cmd, fields := range stats["Commandstats"] {
-			switch cmd {
-			case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_subscribe", "cmdstat_unsubscribe":
-				var calls int64
-				if _, err := fmtSscan(fields, &calls); err == nil {
-					n += calls
-				}
-			}
-		}
-		return n, nil
+		return clientCommands(calls), nil
 	}
 }
 

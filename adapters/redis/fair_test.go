@@ -80,21 +80,11 @@ func TestFairOrder(t *testing.T) {
 // pub/sub), from INFO commandstats.
 func commandCalls(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
-	stats, err := c.InfoMap(context.Background(), "commandstats").Result()
+	calls, err := serverCalls(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	for cmd, fields := range stats["Commandstats"] {
-		switch cmd {
-		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_subscribe", "cmdstat_unsubscribe", "cmdstat_ssubscribe", "cmdstat_sunsubscribe":
-			var calls int64
-			if _, err := fmtSscan(fields, &calls); err == nil {
-				n += calls
-			}
-		}
-	}
-	return n
+	return clientCommands(calls)
 }
 
 // With 64 waiting Lockers, each on a client of its own as in a process

@@ -213,17 +213,11 @@ func TestSubscribingDoesNotWakeTheWaiter(t *testing.T) {
 			defer cancel()
 			admin := client(t, server.Addr)
 			calls := func(cmd string) int64 {
-				stats, err := admin.InfoMap(ctx, "commandstats").Result()
+				calls, err := serverCalls(ctx, admin)
 				if err != nil {
 					t.Fatal(err)
 				}
-				var n int64
-				if fields, ok := stats["Commandstats"]["cmdstat_"+cmd]; ok {
-					if _, err := fmtSscan(fields, &n); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return n
+				return calls[cmd]
 			}
 			mk := func() *redislock.Locker {
 				l, err := kind.new(client(t, server.Addr), ttl, slowFallback)
