@@ -233,14 +233,7 @@ func TestSubscribingDoesNotWakeTheWaiter(t *testing.T) {
 			}
 			waiter := mk()
 			before := calls("evalsha")
-			next := make(chan dlock.Lease, 1)
-			go func() {
-				lease, err := waiter.Lock(ctx, name)
-				if err != nil {
-					t.Error(err)
-				}
-				next <- lease
-			}()
+			next := testenv.LockLater(t, ctx, waiter, name)
 			dlocktest.Eventually(t, func() bool {
 				return calls("subscribe") > 0 && calls("evalsha")-before >= 2
 			}, "the waiter subscribed and tried again")
