@@ -399,33 +399,26 @@ func TestUncomparableClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", mk.what, err)
 		}
-		testenv.Closing(t, b)
 		name := dlocktest.Name(t)
 		held, err := a.Lock(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: Lock: %v", mk.what, err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			lease, err := b.Lock(ctx, name)
-			if err == nil {
-				err = lease.Unlock(ctx)
-			}
-			got <- err
-		}()
-		dlocktest.Eventually(t, func() bool {
+		subscribed := func() bool {
 			list, err := c.ClientList(ctx).Result()
 			return err == nil && strings.Contains(list, " sub=1 ")
-		}, "the waiter subscribed")
-		if err := held.Unlock(ctx); err != nil {
-			t.Fatalf("%s: Unlock: %v", mk.what, err)
 		}
-		if err := <-got; err != nil {
-			t.Fatalf("%s: the waiter: %v", mk.what, err)
+		next := testenv.LockLater(t, ctx, b, name)
+		dlocktest.Eventually(t, subscribed, mk.what+": the waiter subscribed")
+		handOver(t, ctx, held, next, nil)
+		for _, l := range []*redislock.Locker{a, b} {
+			if err := l.Close(ctx); err != nil {
+				t.Fatalf("%s: Close: %v", mk.what, err)
+			}
 		}
-		if err := a.Close(ctx); err != nil {
-			t.Fatalf("%s: Close: %v", mk.what, err)
-		}
+		// Its own pub/sub connection goes with it, so the next round
+		// sees only its own waiter's.
+		dlocktest.Eventually(t, func() bool { return !subscribed() }, mk.what+": the pub/sub connection closed")
 	}
 	rw, err := redislock.NewReadWrite(c, ttl)
 	if err != nil {
