@@ -37,8 +37,13 @@ type Client struct {
 	cfg     Config
 	family  *family
 
+	// shared is set for a driver.Sharer backend: each call chain's hold
+	// is its own, keyed by name and owner, and nobody queues in the
+	// process.
+	shared bool
+
 	mu       sync.Mutex
-	holds    map[string]*hold
+	holds    map[string]*hold // by holdKey
 	queues   map[string]*localQueue
 	closed   bool
 	closing  context.Context // cancelled by Close
@@ -91,6 +96,7 @@ const (
 // Client.mu.
 type hold struct {
 	driver.Hold
+	key      string // in Client.holds (see holdKey)
 	state    holdState
 	gone     chan struct{} // closed when the hold leaves Client.holds
 	leases   map[*lease]struct{}
@@ -175,6 +181,9 @@ func packageOf(t reflect.Type) string {
 
 func newClient(b driver.Backend, cfg Config, f *family) *Client {
 	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold), queues: make(map[string]*localQueue)}
+	if s, ok := b.(driver.Sharer); ok && s.SharesHolds() {
+		c.shared = true
+	}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
 	c.workers = newWorkers(c.closing.Done())
 	return c
@@ -250,6 +259,9 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 		return nil, notAcquired(ctx, nil)
 	}
 	mine, owner := c.chainHold(ctx, name)
+	if c.shared {
+		return c.lockShared(ctx, name, mine, owner, wait)
+	}
 	var t *turn // this call's place in the name's queue
 	for {
 		c.mu.Lock()
@@ -288,12 +300,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			if owner == "" {
 				owner = c.newOwner()
 			}
-			h = &hold{
-				Hold:  driver.Hold{Name: name, Owner: owner, TTL: c.cfg.TTL},
-				state: acquiring,
-				gone:  make(chan struct{}),
-			}
-			c.holds[name] = h
+			h = c.newHold(name, owner)
 			c.mu.Unlock()
 			return c.acquire(ctx, h, wait)
 		case h != nil && h == mine && h.state == held:
@@ -318,6 +325,51 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			return nil, err
 		}
 	}
+}
+
+// lockShared is lock for a backend whose holds of one name coexist: the
+// chain re-enters its own hold, or takes one of its own and waits for it
+// on the server.
+func (c *Client) lockShared(ctx context.Context, name string, mine *hold, owner string, wait bool) (Lease, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if mine != nil && c.holds[mine.key] == mine && mine.state == held {
+		l := mine.newLease(c)
+		c.mu.Unlock()
+		return l, nil
+	}
+	if owner == "" {
+		owner = c.newOwner()
+	}
+	h := c.newHold(name, owner)
+	c.mu.Unlock()
+	return c.acquire(ctx, h, wait)
+}
+
+// newHold adds an acquiring hold of name as owner to c.holds. c.mu must
+// be held.
+func (c *Client) newHold(name, owner string) *hold {
+	h := &hold{
+		Hold:  driver.Hold{Name: name, Owner: owner, TTL: c.cfg.TTL},
+		key:   c.holdKey(name, owner),
+		state: acquiring,
+		gone:  make(chan struct{}),
+	}
+	c.holds[h.key] = h
+	return h
+}
+
+// holdKey is where c.holds keeps a hold of name as owner: by name alone,
+// since one hold per name is the rule, or by name and owner when holds
+// are shared.
+func (c *Client) holdKey(name, owner string) string {
+	if c.shared {
+		return name + "\x00" + owner
+	}
+	return name
 }
 
 // await waits for ready, and fails as a Lock does when ctx ends or c is
@@ -442,8 +494,8 @@ func (c *Client) Close(ctx context.Context) error {
 func (c *Client) settle(h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.holds[h.Name] == h {
-		delete(c.holds, h.Name)
+	if c.holds[h.key] == h {
+		delete(c.holds, h.key)
 		if q := c.queues[h.Name]; q != nil && q.handed == nil {
 			c.handTurn(q)
 		}

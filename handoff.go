@@ -30,13 +30,8 @@ func (c *Client) handOff(h *hold) (bool, error) {
 	// The next hold takes h's place at once, so no other chain of c sees
 	// the name free meanwhile; it is granted to whoever is first in line
 	// when the request returns.
-	next := &hold{
-		Hold:     driver.Hold{Name: h.Name, Owner: c.newOwner(), TTL: c.cfg.TTL},
-		state:    acquiring,
-		gone:     make(chan struct{}),
-		handOffs: h.handOffs + 1,
-	}
-	c.holds[h.Name] = next
+	next := c.newHold(h.Name, c.newOwner())
+	next.handOffs = h.handOffs + 1
 	close(h.gone)
 	c.mu.Unlock()
 
@@ -94,7 +89,7 @@ func (c *Client) handOff(h *hold) (bool, error) {
 // handsOn reports whether h, whose last lease has ended, would be handed
 // on (see handOff). c.mu must be held.
 func (c *Client) handsOn(h *hold) bool {
-	if _, ok := c.backend.(driver.Transferer); !ok || c.cfg.HandOffs == 0 {
+	if _, ok := c.backend.(driver.Transferer); !ok || c.cfg.HandOffs == 0 || c.shared {
 		return false
 	}
 	q := c.queues[h.Name]

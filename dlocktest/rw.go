@@ -3,6 +3,7 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,77 @@ type ReadWriteHarness struct {
 // RunReadWrite is the conformance suite of read-write locks: readers
 // share, writers exclude readers and each other, a waiting writer gets
 // the lock when the last reader leaves, a writer may downgrade, and under
-// contention writers are alone while readers overlap. Run Run on the
-// write Locker too: it is an exclusive lock.
+// contention writers are alone while readers overlap. Each runs on
+// separate instances (one per owner) and on one instance shared by every
+// goroutine, as a process uses it. Run Run on the write Locker too: it is
+// an exclusive lock.
 func RunReadWrite(t *testing.T, h ReadWriteHarness) {
 	t.Run("ReadersShareWritersExclude", func(t *testing.T) { readersShare(t, h) })
 	t.Run("Contention", func(t *testing.T) { rwContention(t, h) })
+	t.Run("SharedReadersShare", func(t *testing.T) { sharedReadersShare(t, h) })
+	t.Run("SharedContention", func(t *testing.T) { rwContention(t, h.shared(t)) })
+}
+
+// shared returns a harness whose New returns one instance every time.
+func (h ReadWriteHarness) shared(t *testing.T) ReadWriteHarness {
+	read, write := h.New(t)
+	return ReadWriteHarness{New: func(*testing.T) (dlock.Locker, dlock.Locker) { return read, write }}
+}
+
+// sharedReadersShare: goroutines of one process on one instance read side
+// by side, whether the second reader tries or waits, and a writer on the
+// same instance waits for both.
+func sharedReadersShare(t *testing.T, h ReadWriteHarness) {
+	name := Name(t)
+	ctx := ctxT(t)
+	read, write := h.New(t)
+	ra := mustLock(t, ctx, read, name)
+	second := make(chan error, 1)
+	go func() {
+		rb, err := read.TryLock(ctx, name)
+		if err != nil {
+			second <- fmt.Errorf("a second reader's TryLock on the shared instance: %w", err)
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rc, err := read.Lock(wctx, name)
+		if err != nil {
+			_ = rb.Unlock(ctx)
+			second <- fmt.Errorf("a third reader's Lock on the shared instance: %w", err)
+			return
+		}
+		if rb.Token() == 0 || rc.Token() == 0 {
+			err = fmt.Errorf("readers got tokens %d and %d", rb.Token(), rc.Token())
+		}
+		second <- errors.Join(err, rb.Unlock(ctx), rc.Unlock(ctx))
+	}()
+	if err := <-second; err != nil {
+		mustUnlock(t, ra)
+		t.Fatal(err)
+	}
+	wantNotAcquired(t, write, name)
+	got := make(chan dlock.Lease, 1)
+	go func() {
+		l, err := write.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		unlockAfterFailure(t, l)
+		t.Fatal("a writer on the shared instance got the lock beside a reader")
+	case <-time.After(100 * time.Millisecond):
+	}
+	mustUnlock(t, ra)
+	wl := <-got
+	if wl == nil {
+		t.FailNow()
+	}
+	wantNotAcquired(t, read, name)
+	mustUnlock(t, wl)
 }
 
 func readersShare(t *testing.T, h ReadWriteHarness) {

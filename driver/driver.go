@@ -212,6 +212,16 @@ type SessionBound interface {
 	HoldsEndWithSession() bool
 }
 
+// Sharer is implemented by backends whose holds of one name by different
+// owners may coexist on the server (a read-write lock's read side). Client
+// then gives every call chain a hold of its own, which waits on the server
+// and never in the process: two readers sharing one Locker read side by
+// side, as two Lockers' readers do.
+type Sharer interface {
+	// SharesHolds reports whether holds of one name may coexist.
+	SharesHolds() bool
+}
+
 // Transferer is implemented by backends that can pass a held lock from one
 // hold to a new owner in one request. Client uses it when the last lease
 // of a hold ends while another call chain of the same Client waits for the

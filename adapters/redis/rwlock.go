@@ -59,6 +59,7 @@ type rwBackend struct {
 var (
 	_ driver.Backend      = (*rwBackend)(nil)
 	_ driver.LiveNotifier = (*rwBackend)(nil)
+	_ driver.Sharer       = (*rwBackend)(nil)
 	_ dlock.Inspector     = (*rwBackend)(nil)
 )
 
@@ -73,6 +74,9 @@ func (b *rwBackend) run(ctx context.Context, op, name, owner, hold string, ttl t
 	return rwlockScript.Run(ctx, b.client, rwKeys(name), op, owner, hold, ms(ttl),
 		keysFor(name).rwChannel(), b.notifier.publishCommand(), luaBool(wait)).Int64Slice()
 }
+
+// SharesHolds implements driver.Sharer: readers' holds coexist.
+func (b *rwBackend) SharesHolds() bool { return b.mode == "read" }
 
 // holdID is the hold id of owner's hold of this side: read and write holds
 // of one call chain share the owner id.

@@ -57,11 +57,15 @@ var (
 	_ driver.Blocker      = (*backend)(nil)
 	_ dlock.Inspector     = (*backend)(nil)
 	_ driver.SessionBound = (*backend)(nil)
+	_ driver.Sharer       = (*backend)(nil)
 )
 
 // HoldsEndWithSession implements driver.SessionBound: a lock node lives
 // until it is deleted or its session ends.
 func (*backend) HoldsEndWithSession() bool { return true }
+
+// SharesHolds implements driver.Sharer: readers' nodes coexist.
+func (b *backend) SharesHolds() bool { return b.kind == "read" }
 
 // Acquire makes one attempt: it joins the queue only if it could hold at
 // once, and leaves again unless it can.
