@@ -81,7 +81,7 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error) error {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
 	case ctx.Err() != nil:
-		return notAcquired(ctx, err)
+		return notAcquired(ctx, h.Name, byOwner)
 	case errors.Is(err, ErrNotAcquired):
 		return err
 	}

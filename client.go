@@ -233,9 +233,21 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error)
 	return withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
 }
 
-func notAcquired(ctx context.Context, err error) error {
-	return errjoin.Join(ErrNotAcquired, ctx.Err(), err)
+// notAcquired is the error of a Lock whose ctx ended while it waited for
+// name, held by whom says: one line, each cause once. What the backend's
+// call returned as the wait was cut short (its own ctx error, a
+// connection ended to stop a wait on the server) follows from ctx's end
+// and is not repeated.
+func notAcquired(ctx context.Context, name, whom string) error {
+	return errjoin.Join(fmt.Errorf("%w: %q %s", ErrNotAcquired, name, whom), ctx.Err())
 }
+
+// Who a Lock whose ctx ended was waiting for.
+const (
+	byNobody    = "was not tried: ctx had ended"
+	byOwner     = "is held by another owner"
+	byThisChain = "is held by another call chain of this process (a chain re-enters a hold only through ctx: see ContextWithLease)"
+)
 
 // validName checks name for every backend, then for this one.
 func (c *Client) validName(name string) error {
@@ -256,7 +268,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 		return nil, errors.New("dlock: nil Context")
 	}
 	if ctx.Err() != nil {
-		return nil, notAcquired(ctx, nil)
+		return nil, notAcquired(ctx, name, byNobody)
 	}
 	mine, owner := c.chainHold(ctx, name)
 	if c.shared {
@@ -287,7 +299,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			t.lease = nil
 			gone := h.gone
 			c.mu.Unlock()
-			if err := c.await(ctx, gone); err != nil {
+			if err := c.await(ctx, name, gone); err != nil {
 				c.leaveQueue(name, t)
 				return nil, err
 			}
@@ -320,7 +332,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 			q.waiting = append(q.waiting, t)
 		}
 		c.mu.Unlock()
-		if err := c.await(ctx, t.ready); err != nil {
+		if err := c.await(ctx, name, t.ready); err != nil {
 			c.leaveQueue(name, t)
 			return nil, err
 		}
@@ -374,12 +386,12 @@ func (c *Client) holdKey(name, owner string) string {
 
 // await waits for ready, and fails as a Lock does when ctx ends or c is
 // closed first.
-func (c *Client) await(ctx context.Context, ready <-chan struct{}) error {
+func (c *Client) await(ctx context.Context, name string, ready <-chan struct{}) error {
 	select {
 	case <-ready:
 		return nil
 	case <-ctx.Done():
-		return notAcquired(ctx, nil)
+		return notAcquired(ctx, name, byThisChain)
 	case <-c.closing.Done():
 		return ErrClosed
 	}

@@ -75,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LongTTL", s.longTTL)
 	t.Run("ContextDeadline", s.contextDeadline)
 	t.Run("ContextCancel", s.contextCancel)
+	t.Run("WaitOnOwnChain", s.waitOnOwnChain)
 	t.Run("InvalidNames", s.invalidNames)
 	t.Run("SameLabel", s.sameLabel)
 	t.Run("Inspect", s.inspect)
@@ -430,13 +431,52 @@ func (s suite) waitEnds(t *testing.T, mk func(context.Context) (context.Context,
 	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, want) {
 		t.Fatalf("Lock: %v, want ErrNotAcquired and %v", err, want)
 	}
-	if strings.Contains(err.Error(), "\n") {
-		t.Fatalf("Lock's error spans several lines: %q", err)
-	}
+	oneClearLine(t, err, want, "another owner")
 	mustUnlock(t, lease)
 	mustUnlock(t, wantAcquired(t, third, name))
 	// The waiter can still lock: it left no half-taken state behind.
 	mustUnlock(t, wantAcquired(t, waiter, name))
+}
+
+// oneClearLine checks a waiting Lock's error: one line, ctx's error once,
+// the reason it waited named, no driver's words for the connection that
+// ended the wait.
+func oneClearLine(t *testing.T, err, ctxErr error, reason string) {
+	t.Helper()
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "\n"):
+		t.Fatalf("Lock's error spans several lines: %q", msg)
+	case strings.Count(msg, ctxErr.Error()) != 1:
+		t.Fatalf("Lock's error does not say %q exactly once: %q", ctxErr, msg)
+	case !strings.Contains(msg, reason):
+		t.Fatalf("Lock's error does not say it waited for %s: %q", reason, msg)
+	}
+	for _, noise := range []string{"SQLSTATE", "FATAL", "invalid connection", "EOF", "zk:", "redis:"} {
+		if strings.Contains(msg, noise) {
+			t.Fatalf("Lock's error carries the driver's %q: %q", noise, msg)
+		}
+	}
+}
+
+// waitOnOwnChain checks that a Lock waiting for a hold of its own
+// process's other call chain says so when its ctx ends.
+func (s suite) waitOnOwnChain(t *testing.T) {
+	name := Name(t)
+	l := s.h.New(t)
+	lease := mustLock(t, ctxT(t), l, name)
+	defer mustUnlock(t, lease)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	got, err := l.Lock(ctx, name) // the lease is not in ctx: another chain
+	if err == nil {
+		unlockAfterFailure(t, got)
+		t.Fatal("Lock without the lease in ctx entered the hold")
+	}
+	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want ErrNotAcquired and context.DeadlineExceeded", err)
+	}
+	oneClearLine(t, err, context.DeadlineExceeded, "another call chain of this process")
 }
 
 func (s suite) invalidNames(t *testing.T) {
