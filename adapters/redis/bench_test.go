@@ -51,8 +51,8 @@ func commandCount(c *redis.Client) dlocktest.Requests {
 func BenchmarkSeckill(b *testing.B) {
 	addr := testenv.RedisAddr(b)
 	db := testenv.SaleDB(b, testenv.Postgres)
-	b.Run("lock", func(b *testing.B) { dlocktest.BenchSeckill(b, newLocker(b, benchClient(b, addr)), db) })
-	b.Run("fair", func(b *testing.B) { dlocktest.BenchSeckill(b, newFair(b, benchClient(b, addr)), db) })
+	b.Run("lock", func(b *testing.B) { testenv.BenchSeckill(b, newLocker(b, benchClient(b, addr)), db) })
+	b.Run("fair", func(b *testing.B) { testenv.BenchSeckill(b, newFair(b, benchClient(b, addr)), db) })
 }
 
 func BenchmarkHerd(b *testing.B) {

@@ -146,7 +146,7 @@ func BenchmarkSeckillPeers(b *testing.B) {
 	addr := testenv.RedisAddr(b)
 	db := testenv.SaleDB(b, testenv.Postgres)
 	for _, p := range peers {
-		b.Run(p.name, func(b *testing.B) { dlocktest.BenchSeckill(b, p.new(b, addr), db) })
+		b.Run(p.name, func(b *testing.B) { testenv.BenchSeckill(b, p.new(b, addr), db) })
 	}
 }
 

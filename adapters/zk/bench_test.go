@@ -83,10 +83,10 @@ func BenchmarkSeckill(b *testing.B) {
 	addrs := testenv.ZKAddrs(b)
 	db := testenv.SaleDB(b, testenv.Postgres)
 	b.Run("zklock", func(b *testing.B) {
-		dlocktest.BenchSeckill(b, newLocker(b, testenv.ZK(b, addrs, benchSession)), db)
+		testenv.BenchSeckill(b, newLocker(b, testenv.ZK(b, addrs, benchSession)), db)
 	})
 	b.Run("go-zookeeper", func(b *testing.B) {
-		dlocktest.BenchSeckill(b, libLocker{testenv.ZK(b, addrs, benchSession)}, db)
+		testenv.BenchSeckill(b, libLocker{testenv.ZK(b, addrs, benchSession)}, db)
 	})
 }
 

@@ -345,12 +345,32 @@ func sale(ctx context.Context, e *env, o options, name string, goods int64) (res
 	} else if res, err = spread(o, name, goods); err != nil {
 		return res, tally, err
 	}
-	fmt.Fprintf(os.Stderr, "\r%-12s %d/%d buyers done in %v\n", name, o.users, o.users, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "%s%-12s %d/%d buyers done in %v\n", lineStart(), name, o.users, o.users, res.Elapsed.Round(time.Millisecond))
 	tally, err = seckill.Count(ctx, e.db, s, goods)
 	return res, tally, err
 }
 
+// stderrIsTerminal is whether progress lines may be redrawn in place: a
+// log file or a CI log gets only each strategy's final line.
+var stderrIsTerminal = func() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}()
+
+// lineStart returns to the start of a progress line on a terminal.
+func lineStart() string {
+	if stderrIsTerminal {
+		return "\r"
+	}
+	return ""
+}
+
+// progress redraws a strategy's progress line on a terminal, and does
+// nothing elsewhere.
 func progress(name string, total int) func(int) {
+	if !stderrIsTerminal {
+		return nil
+	}
 	var mu sync.Mutex
 	last := time.Now()
 	return func(done int) {

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/dlockhq/dlock/internal/testenv"
 )
 
 // Bad input gets one clear line and a non-zero exit, never a panic.
@@ -46,5 +48,26 @@ func TestUnreachableServer(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "not reachable") || strings.Contains(string(out), "secret") {
 		t.Fatalf("unreachable server: err=%v output %q (want a clear line, no password)", err, out)
+	}
+}
+
+// A run whose output is not a terminal (a log, CI) prints each strategy's
+// line once, with no carriage returns redrawing it.
+func TestNoProgressOffTerminal(t *testing.T) {
+	if os.Getenv("SECKILL_MAIN") == "1" {
+		return
+	}
+	testenv.Postgres(t) // skips, or fails under DLOCK_REQUIRE_SERVICES, without a server
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBadInput$")
+	cmd.Env = append(os.Environ(), "SECKILL_MAIN=1", "SECKILL_ARGS=run --db postgres --strategy atomic,none --stock 50 --buyers 20 --migrate")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("seckill run: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "\r") {
+		t.Fatalf("output off a terminal redraws lines with \\r:\n%q", out)
+	}
+	if n := strings.Count(string(out), "buyers done in"); n != 2 {
+		t.Fatalf("%d final lines for 2 strategies:\n%s", n, out)
 	}
 }

@@ -55,7 +55,7 @@ func Closing[C interface{ Close(context.Context) error }](t testing.TB, c C) C {
 	return c
 }
 
-// Pools of workload W3 (dlocktest.BenchSeckill). Its 100 buyers waiting
+// Pools of workload W3 (BenchSeckill). Its 100 buyers waiting
 // on a bare server lock would each take a connection, past PostgreSQL's
 // default max_connections of 100; an application bounds its pools, and
 // waiters past the bound queue in database/sql.
@@ -100,7 +100,7 @@ func Contended(b *testing.B, mk SQLLocker) {
 	}
 }
 
-// Seckill runs W3 (dlocktest.BenchSeckill) on each of SQLDatabases,
+// Seckill runs W3 (BenchSeckill) on each of SQLDatabases,
 // through the Locker mk makes on a migrated database whose pool is bounded
 // to SaleLockConns; the stock is on a pool of its own (SaleDB).
 func Seckill(b *testing.B, mk SQLLocker) {
@@ -108,7 +108,7 @@ func Seckill(b *testing.B, mk SQLLocker) {
 		b.Run(d.Name, func(b *testing.B) {
 			db := Migrated(b, d.Open)
 			db.SetMaxOpenConns(SaleLockConns)
-			dlocktest.BenchSeckill(b, mk(b, db, d.Driver), SaleDB(b, d.Open))
+			BenchSeckill(b, mk(b, db, d.Driver), SaleDB(b, d.Open))
 		})
 	}
 }
