@@ -91,19 +91,26 @@
 // leases at their deadlines). The fault suite's failover rows measure both
 // modes (README).
 //
-// Restarts. A server that restarts without persistence (or with
-// persistence behind its last writes) forgets the locks its holders
-// still believe they have; they learn it at their next renewal, up to a
-// third of a TTL later. So a server grants a name it has no fencing
-// counter for (the counter outlives every lock of its name by a day) only
-// once it has been up for the lease's TTL: Redlock's "delayed restart",
-// kept by the server itself from its uptime. The cost is on fresh servers
-// too: the first grant of each name waits until the server has been up
-// for one TTL (Lock waits; TryLock reports ErrNotAcquired). The rule
-// assumes every Locker of a name uses one TTL; a shorter one than the
-// holder's shortens the wait. A failover promotes a replica that has
-// been up all along: there the counter, not the uptime, tells (see
-// Failover above).
+// Restarts. A server that restarts forgets the locks its holders still
+// believe they have, whatever it persisted: without persistence it comes
+// back empty; from an RDB snapshot (Redis's default) or an AOF fsync'd
+// once a second it comes back without the writes since, so with the
+// fencing counters of earlier holds but not the current holder's lock.
+// The holders learn it at their next renewal, up to a third of a TTL
+// later. So until the server process has been up for the lease's TTL it
+// grants a name only when this process drew the name's last token
+// (tokens are the server's clock in microseconds, so a counter newer than
+// the process's start says so): a missing counter, or one restored from
+// disk, holds the grant back until then (Redlock's "delayed restart",
+// kept by the server itself from its uptime, which starts again with
+// every process). The cost is on fresh servers too: the first grant of
+// each name waits until the server has been up for one TTL (Lock waits;
+// TryLock reports ErrNotAcquired), and each grant of a free lock reads
+// the server's uptime (INFO server, inside the script). The rule assumes
+// every Locker of a name uses one TTL; a shorter one than the holder's
+// shortens the wait. A failover promotes a replica that has been up all
+// along: there the replicated-write mode, not the uptime, keeps the rule
+// (see Failover above).
 //
 // Tokens are a hybrid clock: a grant takes max(last token + 1, the
 // server's clock in microseconds), so a replica holding an older counter,

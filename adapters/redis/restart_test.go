@@ -12,12 +12,24 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
-// A server that restarts empty (no persistence) forgets the holder's
-// lock; the holder only learns it at its next renewal. Until the server
-// has been up for a TTL it grants nothing of a name it has no counter
-// for, so every successor comes after the holder's Done closed (the lease
-// rule), and tokens still increase.
+// A server that restarts empty (no persistence), or from a snapshot taken
+// before the holder's grant (RDB, Redis's default, with the name's
+// fencing counter from an earlier hold), forgets the holder's lock; the
+// holder only learns it at its next renewal. Until the server has been up
+// for a TTL it grants nothing, so every successor comes after the
+// holder's Done closed (the lease rule), and tokens still increase.
 func TestRestartHoldsGrantsBack(t *testing.T) {
+	t.Run("empty", func(t *testing.T) { restartHoldsGrantsBack(t, false) })
+	t.Run("snapshot", func(t *testing.T) { restartHoldsGrantsBack(t, true) })
+}
+
+// restartHoldsGrantsBack restarts a server under a holder: empty, or
+// from a snapshot saved after an earlier hold of the name.
+func restartHoldsGrantsBack(t *testing.T, snapshot bool) {
+	restart := (*testenv.RedisServer).Restart
+	if snapshot {
+		restart = (*testenv.RedisServer).RestartFromSnapshot
+	}
 	const ttl = 2 * time.Second
 	kinds := map[string]func(t *testing.T, c *testenv.RedisServer) dlock.Locker{
 		"lock": func(t *testing.T, s *testenv.RedisServer) dlock.Locker {
@@ -42,11 +54,23 @@ func TestRestartHoldsGrantsBack(t *testing.T) {
 			defer cancel()
 			name := dlocktest.Name(t)
 			holder, next := newLocker(t, server), newLocker(t, server)
-			lease, err := holder.Lock(ctx, name) // a fresh server: held back up to a TTL
+			if snapshot {
+				// An earlier hold leaves the name's fencing counter in
+				// the snapshot; the next hold is not in it.
+				earlier, err := holder.Lock(ctx, name) // a fresh server: held back up to a TTL
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := earlier.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				server.Save(t)
+			}
+			lease, err := holder.Lock(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			server.Restart(t)
+			restart(server, t)
 			if _, err := next.TryLock(ctx, name); !errors.Is(err, dlock.ErrNotAcquired) {
 				t.Fatalf("TryLock right after the restart: %v, want ErrNotAcquired", err)
 			}
@@ -77,10 +101,20 @@ func TestRestartHoldsGrantsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sem.Close()
+		if snapshot {
+			p, err := sem.Acquire(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			server.Save(t)
+		}
 		if _, err := sem.Acquire(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		server.Restart(t)
+		restart(server, t)
 		if _, err := sem.TryAcquire(ctx, 1); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("TryAcquire of the only permit right after the restart: %v, want ErrNotAcquired", err)
 		}

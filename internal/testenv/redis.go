@@ -27,6 +27,27 @@ func (s *RedisServer) Restart(t testing.TB) {
 	s.restart(t, s.cmd.Args[1:])
 }
 
+// Save writes the server's RDB snapshot to its directory (SAVE), from
+// which RestartFromSnapshot restarts it.
+func (s *RedisServer) Save(t testing.TB) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	if out, err := exec.Command("redis-cli", "-p", port, "save").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "OK" {
+		t.Fatalf("SAVE on %s: %v %s", s.Addr, err, out)
+	}
+}
+
+// RestartFromSnapshot kills the server and starts it again on the same
+// port, loading the last snapshot Save wrote: Redis's default
+// persistence, which loses every write since the snapshot.
+func (s *RedisServer) RestartFromSnapshot(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(s.cmd.Dir, "dump.rdb")); err != nil {
+		t.Fatalf("no snapshot to restart from: %v", err)
+	}
+	s.restart(t, s.cmd.Args[1:])
+}
+
 // restart kills the server and starts it again on the same port and
 // directory with args.
 func (s *RedisServer) restart(t testing.TB, args []string) {

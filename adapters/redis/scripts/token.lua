@@ -14,14 +14,16 @@ local function clock_us()
 end
 
 -- counters holds the counters this run has read or written (false when
--- missing), so that a script reads each one once.
-local counters = {}
+-- missing), so that a script reads each one once; before, what each held
+-- when this run first read it.
+local counters, before = {}, {}
 
 local function counter(key)
   local value = counters[key]
   if value == nil then
     value = redis.call('get', key)
     counters[key] = value
+    before[key] = value
   end
   return value
 end
@@ -45,6 +47,7 @@ local function next_token(key)
     local value = string.format('%.0f', now)
     last = redis.call('set', key, value, 'px', fence_ttl_ms, 'get')
     counters[key] = value
+    before[key] = last
     if tonumber(last or '0') < now then
       return now, last ~= false
     end
@@ -66,42 +69,44 @@ local function last_token(key)
   return now, false
 end
 
--- restart_wait is how long, in ms, a grant of a lease of ttl ms must wait
--- because the server may have lost a lock that a holder still believes
--- it has (uptime_wait: the same, once the counter is known missing). The
--- counter at key outlives every lock of its name, so when it
--- is missing the name is new, unused for a day, or the server lost its
--- data (a restart without persistence, or with persistence behind its
--- last writes). A server that has been up for less than ttl may still
--- have such holders, inside leases granted before it went down: the grant
--- waits until the server has been up for ttl (Redlock's "delayed
--- restart", kept by the server itself). A server that does not report
--- its uptime gets no wait.
-local function uptime_wait(ttl)
+-- restart_wait is how long, in ms, a grant of a lease of ttl ms of the
+-- name whose counter is at key must wait because the server may have lost
+-- a lock that a holder still believes it has. A restart loses locks
+-- whatever persisted: without persistence the server comes back empty;
+-- from an RDB snapshot or an AOF behind its last writes it comes back
+-- with the fencing counters of earlier holds but not the current
+-- holder's lock. So a server that has been up for less than ttl
+-- (uptime counts from the start of this process, the run its run_id
+-- names) grants a name only if this process drew its last token: tokens
+-- are the server's clock in microseconds (or just above it), so a counter
+-- newer than the process's start tells the name's holds since the start
+-- were granted here, where their locks are. A missing counter, or one
+-- restored from disk, holds the grant back until the server has been up
+-- for ttl (Redlock's "delayed restart", kept by the server itself). A
+-- server that does not report its uptime gets no wait.
+local function restart_wait(key, ttl)
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
   if not up then
     return 0
   end
-  -- uptime_in_seconds is rounded down: the server has been up at least that.
-  return math.max(ttl - tonumber(up) * 1000, 0)
-end
-
-local function restart_wait(key, ttl)
-  if counter(key) then
+  -- uptime_in_seconds is rounded down: the process started at or before
+  -- now - up, so a token above that was drawn by it.
+  local wait = math.max(ttl - tonumber(up) * 1000, 0)
+  counter(key)
+  local last = before[key]
+  if wait > 0 and last and tonumber(last) > clock_us() - tonumber(up) * 1000000 then
     return 0
   end
-  return uptime_wait(ttl)
+  return wait
 end
 
 -- hold_back is restart_wait after a token was drawn from the counter at
--- key, which existed if had: when the grant must wait, the counter is
--- made missing again, as it was before the draw.
+-- key, which existed if had: when the grant must wait, a counter that was
+-- missing is made missing again, as it was before the draw (one that
+-- existed keeps its larger value: tokens only skip).
 local function hold_back(key, had, ttl)
-  if had then
-    return 0
-  end
-  local wait = uptime_wait(ttl)
-  if wait > 0 then
+  local wait = restart_wait(key, ttl)
+  if wait > 0 and not had then
     redis.call('del', key)
     counters[key] = false
   end
