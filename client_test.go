@@ -799,3 +799,32 @@ func TestUnrefreshedLeaseSaysWhy(t *testing.T) {
 		t.Errorf("Err = %v, want ErrLost saying the lease was not refreshed", err)
 	}
 }
+
+// Accepts refuses an option the constructor has no use for, of this
+// package or a setting, and names it.
+func TestAccepts(t *testing.T) {
+	type otherKey struct{}
+	cfg, err := dlock.NewConfig(dlock.WithTTL(time.Second), dlock.WithHandOffs(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Accepts("NewX", "WithTTL", "WithHandOffs"); err != nil {
+		t.Fatalf("Accepts refused allowed options: %v", err)
+	}
+	if err := cfg.Accepts("NewX", "WithTTL"); err == nil || !strings.Contains(err.Error(), "NewX does not take dlock.WithHandOffs") {
+		t.Fatalf("Accepts of WithHandOffs: %v", err)
+	}
+	cfg, err = dlock.NewConfig(dlock.WithSetting(otherKey{}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Accepts("NewX", "WithTTL"); err == nil || !strings.Contains(err.Error(), "an option of package dlock_test") {
+		t.Fatalf("Accepts of a setting: %v", err)
+	}
+	if err := cfg.Accepts("NewX", otherKey{}); err != nil {
+		t.Fatalf("Accepts refused an allowed setting: %v", err)
+	}
+	if err := (dlock.Config{}).Accepts("NewX"); err != nil {
+		t.Fatalf("Accepts of no options: %v", err)
+	}
+}

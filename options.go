@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
+	"reflect"
+	"slices"
 	"time"
 )
 
@@ -61,6 +64,44 @@ type Config struct {
 
 	// settings are backend packages' own settings (see WithSetting).
 	settings map[any]any
+	// given names the options of this package that were applied, for
+	// Accepts.
+	given map[string]bool
+}
+
+// Accepts returns an error when an option was given that ctor (a
+// constructor, for the message) has no use for: an option of this package
+// not named in allowed ("WithTTL"), or a setting (WithSetting) whose key
+// is not in allowed. A constructor that builds on Client needs no such
+// check; one that reads a Config for itself (a semaphore) calls it, so an
+// option that would be ignored is an error instead.
+func (c Config) Accepts(ctor string, allowed ...any) error {
+	for _, name := range optionNames {
+		if c.given[name] && !slices.Contains(allowed, any(name)) {
+			return fmt.Errorf("%s does not take dlock.%s", ctor, name)
+		}
+	}
+	for key := range c.settings {
+		if !slices.Contains(allowed, key) {
+			return fmt.Errorf("%s does not take an option of package %s", ctor, path.Base(packageOf(reflect.TypeOf(key))))
+		}
+	}
+	return nil
+}
+
+// optionNames are the options of this package, in the order Accepts
+// reports them.
+var optionNames = []string{"WithOwner", "WithTTL", "WithoutAutoRenew", "WithBackoff", "WithLogger", "WithHandOffs"}
+
+// given returns an Option that applies set and records name for Accepts.
+func given(name string, set func(*Config)) Option {
+	return func(c *Config) {
+		if c.given == nil {
+			c.given = map[string]bool{}
+		}
+		c.given[name] = true
+		set(c)
+	}
 }
 
 // WithSetting is how a backend package gives its own settings the one
@@ -92,23 +133,25 @@ type Option func(*Config)
 // a service or host name). It does not make Lockers one owner: every hold
 // is its own, whatever its label. The label must be a valid lock name (see
 // ValidateName) of at most MaxOwnerLen bytes.
-func WithOwner(label string) Option { return func(c *Config) { c.Owner = label } }
+func WithOwner(label string) Option { return given("WithOwner", func(c *Config) { c.Owner = label }) }
 
 // WithTTL sets the lease time, at least MinTTL. The default is DefaultTTL
 // (30s). Backends round it up to their server's resolution.
-func WithTTL(d time.Duration) Option { return func(c *Config) { c.TTL = d } }
+func WithTTL(d time.Duration) Option { return given("WithTTL", func(c *Config) { c.TTL = d }) }
 
 // WithoutAutoRenew turns the watchdog off: a lease then ends at its TTL
 // unless Lease.Refresh extends it.
-func WithoutAutoRenew() Option { return func(c *Config) { c.AutoRenew = false } }
+func WithoutAutoRenew() Option {
+	return given("WithoutAutoRenew", func(c *Config) { c.AutoRenew = false })
+}
 
 // WithBackoff sets how waiting is paced when the backend cannot push a
 // wake-up. The default is ExponentialBackoff(2ms, 250ms).
-func WithBackoff(b Backoff) Option { return func(c *Config) { c.Backoff = b } }
+func WithBackoff(b Backoff) Option { return given("WithBackoff", func(c *Config) { c.Backoff = b }) }
 
 // WithLogger sets the logger for renewal failures and lease losses. The
 // default discards.
-func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
+func WithLogger(l *slog.Logger) Option { return given("WithLogger", func(c *Config) { c.Logger = l }) }
 
 // WithHandOffs sets how many times in a row a lock may pass straight from
 // one call chain of a Locker to the next one waiting for it through the
@@ -121,7 +164,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l }
 // table, the fair Redis lock and ZooKeeper also hand nothing on while the
 // server knows of a waiter in another process. 0 turns hand-offs off. The
 // default is DefaultHandOffs.
-func WithHandOffs(n int) Option { return func(c *Config) { c.HandOffs = n } }
+func WithHandOffs(n int) Option { return given("WithHandOffs", func(c *Config) { c.HandOffs = n }) }
 
 // NewConfig applies opts over the defaults and validates the result.
 func NewConfig(opts ...Option) (Config, error) {

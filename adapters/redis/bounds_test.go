@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
 	"github.com/dlockhq/dlock/driver"
 )
 
@@ -75,4 +78,28 @@ func TestNilClient(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An option a semaphore has no use for is refused, not ignored.
+func TestSemaphoreRefusesOptionsItIgnores(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for what, opt := range map[string]dlock.Option{
+		"WithHandOffs":     dlock.WithHandOffs(0),
+		"WithoutAutoRenew": dlock.WithoutAutoRenew(),
+		"WithOwner":        dlock.WithOwner("svc"),
+		"zklock.WithACL":   zklock.WithACL(zk.WorldACL(zk.PermAll)),
+		"WithReplicas":     redislock.WithReplicas(1),
+	} {
+		if _, err := redislock.NewSemaphore(c, "s", 3, opt); err == nil {
+			t.Errorf("NewSemaphore with %s: accepted", what)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("NewSemaphore with %s: %q spans lines", what, err)
+		}
+	}
+	s, err := redislock.NewSemaphore(c, "s", 3, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("NewSemaphore with WithTTL: %v", err)
+	}
+	_ = s.Close()
 }

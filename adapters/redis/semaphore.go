@@ -40,8 +40,8 @@ type Semaphore struct {
 
 // NewSemaphore returns the semaphore name with capacity permits; every
 // process using name must give the same capacity. A permit lasts the TTL
-// (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed; no other
-// option applies. It does no I/O.
+// (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed; any other
+// option is refused, since none applies. It does no I/O.
 func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
@@ -57,6 +57,9 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts 
 		return nil, err
 	}
 	if err := only(cfg, "NewSemaphore"); err != nil {
+		return nil, err
+	}
+	if err := cfg.Accepts("redislock: NewSemaphore", "WithTTL"); err != nil {
 		return nil, err
 	}
 	lease := cfg.TTL

@@ -41,8 +41,9 @@ type Semaphore struct {
 
 // NewSemaphore returns the semaphore name with capacity permits under
 // root; every process using name must give the same capacity. It does no
-// I/O; conn stays the caller's. Of the options, WithACL applies (permits
-// last as long as their session, so a TTL does not).
+// I/O; conn stays the caller's. Of the options, only WithACL applies (permits
+// last as long as their session, so a TTL does not); any other is
+// refused.
 func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if conn == nil {
 		return nil, errors.New("zklock: nil *zk.Conn")
@@ -58,6 +59,9 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.
 	}
 	cfg, err := dlock.NewConfig(opts...)
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Accepts("zklock: NewSemaphore", aclKey{}); err != nil {
 		return nil, err
 	}
 	acl, err := aclOf(cfg)

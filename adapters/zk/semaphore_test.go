@@ -297,3 +297,21 @@ func TestSemaphoreConformance(t *testing.T) {
 		},
 	})
 }
+
+// Permits last as long as their session: a TTL, or any option but
+// WithACL, is refused rather than ignored.
+func TestSemaphoreRefusesOptionsItIgnores(t *testing.T) {
+	conn := &zk.Conn{} // never used: the constructor refuses first
+	for what, opt := range map[string]dlock.Option{
+		"WithTTL":          dlock.WithTTL(time.Minute),
+		"WithoutAutoRenew": dlock.WithoutAutoRenew(),
+		"WithHandOffs":     dlock.WithHandOffs(0),
+	} {
+		if _, err := zklock.NewSemaphore(conn, "/dlock", "s", 2, opt); err == nil {
+			t.Errorf("NewSemaphore with %s: accepted", what)
+		}
+	}
+	if _, err := zklock.NewSemaphore(conn, "/dlock", "s", 2, zklock.WithACL(zk.WorldACL(zk.PermAll))); err != nil {
+		t.Errorf("NewSemaphore with WithACL: %v", err)
+	}
+}

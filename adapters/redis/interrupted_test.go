@@ -1,0 +1,73 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+)
+
+// Redisson's testInterruptedLock: a waiter whose Lock is cancelled, as
+// the holder releases or not, holds nothing afterwards, on every lock
+// kind: a third owner gets the name once the holder is gone.
+func TestInterruptedLockLeavesNothing(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	kinds := map[string]func(t *testing.T) dlock.Locker{
+		"lock":  func(t *testing.T) dlock.Locker { return newLocker(t, client(t, addr)) },
+		"fair":  func(t *testing.T) dlock.Locker { return newFair(t, client(t, addr)) },
+		"write": func(t *testing.T) dlock.Locker { return newRW(t, addr).Write },
+		"read":  func(t *testing.T) dlock.Locker { return newRW(t, addr).Read },
+	}
+	for kind, mk := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			holderKind := mk
+			if kind == "read" {
+				rw := newRW(t, addr)
+				holderKind = func(*testing.T) dlock.Locker { return rw.Write }
+				mk = func(*testing.T) dlock.Locker { return rw.Read }
+			}
+			for round := range 20 {
+				name := dlocktest.Name(t)
+				holder, waiter, third := holderKind(t), mk(t), holderKind(t)
+				if round%2 == 1 && kind != "read" {
+					waiter = holder // two goroutines of one process
+				}
+				lease, err := holder.Lock(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The waiter gives up at about the moment the holder
+				// releases: before, at, or just after the grant.
+				wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				time.AfterFunc(time.Duration(40+round%20)*time.Millisecond, func() { _ = lease.Unlock(ctx) })
+				got, err := waiter.Lock(wctx, name)
+				wcancel()
+				if err == nil {
+					if err := got.Unlock(ctx); err != nil {
+						t.Fatal(err)
+					}
+				} else if !errors.Is(err, dlock.ErrNotAcquired) {
+					t.Fatalf("round %d: waiter: %v", round, err)
+				}
+				<-lease.Done()
+				// What the cancelled waiter may have been granted is
+				// given back within moments, never left for a TTL.
+				tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+				l, err := third.Lock(tctx, name)
+				tcancel()
+				if err != nil {
+					t.Fatalf("round %d: a third owner could not lock after the waiter gave up: %v", round, err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
