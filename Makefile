@@ -56,6 +56,8 @@ bench: services
 		DLOCK_REQUIRE_SERVICES=1 $(GO) test -p 1 -run '^$$' -bench 'Uncontended|Contended' -benchmem -benchtime $(BENCH_TIME) -count 1 ./... | tee -a $(BENCH_OUT) || exit 1; \
 		DLOCK_REQUIRE_SERVICES=1 $(GO) test -p 1 -run '^$$' -bench 'Herd|Seckill' -benchtime 1x -count 1 ./... | tee -a $(BENCH_OUT) || exit 1; \
 	done
+	@mkdir -p docs
+	$(GO) run ./internal/cmd/benchtable -doc docs/benchmarks.md -command "make bench BENCH_COUNT=$(BENCH_COUNT)" < $(BENCH_OUT)
 	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
 # A flash sale on PostgreSQL with every strategy, side by side (about 20s);

@@ -7,26 +7,85 @@
 // bench does:
 //
 //	for i in 1 2 3 4 5; do go test -run '^$' -bench . -count 1 ./...; done | go run ./internal/cmd/benchtable
+//
+// With -doc FILE it writes the tables into FILE, a Markdown page that
+// says what the workloads are, how to read the tables, and the run's
+// date, machine and command (-command): make bench writes
+// docs/benchmarks.md so.
 package main
 
 import (
 	"bufio"
+	"bytes"
+	_ "embed"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
+
+// docIntro is the page's fixed text: what the workloads and the columns
+// are. Figures come only from the run.
+//
+//go:embed intro.md
+var docIntro string
 
 type key struct{ pkg, bench string }
 
 func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
+	doc := flag.String("doc", "", "write a Markdown page with the tables to this file")
+	command := flag.String("command", "make bench", "the command that made the run, for -doc")
+	flag.Parse()
+	var err error
+	if *doc == "" {
+		err = run(os.Stdin, os.Stdout)
+	} else {
+		err = writeDoc(os.Stdin, *doc, *command, time.Now())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
+}
+
+// writeDoc writes the tables of in to file as a Markdown page dated now.
+func writeDoc(in io.Reader, file, command string, now time.Time) error {
+	var tables bytes.Buffer
+	if err := run(in, &tables); err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	page.WriteString(docIntro)
+	fmt.Fprintf(&page, "\n## The run\n\n- date: %s\n- machine: %s\n- command: `%s`\n\n```text\n%s```\n",
+		now.UTC().Format("2006-01-02 15:04 MST"), machine(), command, tables.String())
+	return os.WriteFile(file, page.Bytes(), 0o644)
+}
+
+// machine describes where the run was: processor, cores, memory, Go.
+func machine() string {
+	cpu := "unknown processor"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return fmt.Sprintf("%s, %d cores%s, %s %s/%s", cpu, runtime.NumCPU(), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func run(in io.Reader, out io.Writer) error {

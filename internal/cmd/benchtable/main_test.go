@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTable(t *testing.T) {
@@ -70,5 +72,31 @@ BenchmarkUncontendedRaw/mysql-2      3000  1 ns/op  300000 ns/cycle
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The page make bench writes: the fixed text, the run's date, machine
+// and command, the tables; no commit hash.
+func TestDoc(t *testing.T) {
+	in := `pkg: github.com/dlockhq/dlock/adapters/redis
+BenchmarkUncontended-2   	    5000	    192212 ns/op	    145194 ns/cycle	     46907 rtt-ns	         3.095 rtts/cycle	    3144 B/op	      65 allocs/op
+`
+	file := t.TempDir() + "/benchmarks.md"
+	at := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	if err := writeDoc(strings.NewReader(in), file, "make bench BENCH_COUNT=1", at); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{"# Benchmarks", "W1: one client", "2026-11-28 09:00 UTC", "`make bench BENCH_COUNT=1`", "cores"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	if err := writeDoc(strings.NewReader("no results"), file, "x", at); err == nil {
+		t.Error("writeDoc of no results succeeded")
 	}
 }
