@@ -24,16 +24,75 @@ func report(w io.Writer, rows []row, o options) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, r := range rows {
-		if r.Oversold > 0 {
-			fmt.Fprintf(w, "\n%s sold %d units of a stock of %d: concurrent buyers overwrote each other's decrements.\n", r.Strategy, r.Orders, o.stock)
-		}
+	fmt.Fprintln(w)
+	for _, line := range lessons(rows, o) {
+		fmt.Fprintln(w, line)
 	}
 	return nil
 }
 
-// chart renders orders/s per strategy as an SVG bar chart; oversold
-// strategies are red.
+// exact reports whether r sold what it could (the stock, or one unit to
+// each user when there are fewer), once, to distinct users, and its stock
+// left says so.
+func exact(r row, o options) bool {
+	return r.Skipped == "" && r.Oversold == 0 && r.Duplicates == 0 && r.Failures == 0 &&
+		r.Orders == min(o.stock, o.users) && r.StockLeft == o.stock-r.Orders
+}
+
+// lessons says what this run shows, from its figures alone: which
+// strategies oversold or were not exact, and which exact ones beat the
+// atomic UPDATE, or lost to it, in throughput and in p99.
+func lessons(rows []row, o options) []string {
+	var out []string
+	var base *row
+	for i := range rows {
+		if rows[i].Strategy == "atomic" && rows[i].Skipped == "" {
+			base = &rows[i]
+		}
+	}
+	var faster, slower, steadier []string
+	for _, r := range rows {
+		switch {
+		case r.Skipped != "":
+			continue
+		case r.Oversold > 0:
+			out = append(out, fmt.Sprintf("%s sold %d units of a stock of %d: concurrent buyers overwrote each other's decrements.", r.Strategy, r.Orders, o.stock))
+			continue
+		case !exact(r, o):
+			out = append(out, fmt.Sprintf("%s was not exact: %d orders, %d left in stock, %d duplicates, %d errors.", r.Strategy, r.Orders, r.StockLeft, r.Duplicates, r.Failures))
+			continue
+		case base == nil || r.Strategy == base.Strategy:
+			continue
+		}
+		switch ratio := r.OrdersPerS / base.OrdersPerS; {
+		case ratio >= 1.1:
+			faster = append(faster, fmt.Sprintf("%s %.1f×", r.Strategy, ratio))
+		case ratio <= 0.9:
+			slower = append(slower, fmt.Sprintf("%s %.2f×", r.Strategy, ratio))
+		}
+		if r.P99ms < base.P99ms {
+			steadier = append(steadier, r.Strategy)
+		}
+	}
+	if base == nil {
+		return out
+	}
+	if len(faster) > 0 {
+		out = append(out, fmt.Sprintf("Faster than the atomic UPDATE in this run: %s. Each shares one Locker between its buyers, who queue in the process, so the database sees one client at a time instead of %d racing one row.",
+			strings.Join(faster, ", "), o.buyers*o.procs))
+	}
+	if len(slower) > 0 {
+		out = append(out, fmt.Sprintf("Slower than the atomic UPDATE in this run: %s: a lock costs round trips the single conditional UPDATE does not make.", strings.Join(slower, ", ")))
+	}
+	if len(steadier) > 0 {
+		out = append(out, fmt.Sprintf("A lower p99 than the atomic UPDATE's (%.1f ms): %s.", base.P99ms, strings.Join(steadier, ", ")))
+	}
+	return out
+}
+
+// chart renders orders/s per strategy as an SVG bar chart, each bar
+// labelled with its p50, p99 and whether the sale was exact; strategies
+// that oversold or were not exact are red.
 func chart(rows []row, o options) string {
 	const barH, gap, left, width = 26, 8, 110, 520
 	var best float64
@@ -42,7 +101,7 @@ func chart(rows []row, o options) string {
 	}
 	h := 60 + len(rows)*(barH+gap)
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="13">`+"\n", left+width+150, h)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="13">`+"\n", left+width+300, h)
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15">Flash sale on %s: orders/s per strategy (stock %d, %d buyers)</text>`+"\n", html.EscapeString(o.db), o.stock, o.buyers)
 	for i, r := range rows {
 		y := 40 + i*(barH+gap)
@@ -55,9 +114,12 @@ func chart(rows []row, o options) string {
 		if best > 0 {
 			w = max(1, r.OrdersPerS/best*width)
 		}
-		color, note := "#4a7bd0", fmt.Sprintf("%.0f/s", r.OrdersPerS)
-		if r.Oversold > 0 {
-			color, note = "#d04a4a", fmt.Sprintf("%.0f/s, oversold %d", r.OrdersPerS, r.Oversold)
+		color, note := "#4a7bd0", fmt.Sprintf("%.0f/s, p50 %.1f ms, p99 %.1f ms, exact", r.OrdersPerS, r.P50ms, r.P99ms)
+		switch {
+		case r.Oversold > 0:
+			color, note = "#d04a4a", fmt.Sprintf("%.0f/s, p99 %.1f ms, oversold %d", r.OrdersPerS, r.P99ms, r.Oversold)
+		case !exact(r, o):
+			color, note = "#d04a4a", fmt.Sprintf("%.0f/s, p99 %.1f ms, not exact", r.OrdersPerS, r.P99ms)
 		}
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%d" fill="%s"/>`+"\n", left, y, w, barH, color)
 		fmt.Fprintf(&b, `<text x="%.0f" y="%d">%s</text>`+"\n", float64(left)+w+6, y+18, note)
