@@ -77,7 +77,7 @@
 // order (PostgreSQL's clock; MySQL's hybrid counter), and a fenced
 // resource refuses the stale holder. There is no failover-safe mode: use
 // tablelock with a synchronous standby where a failover must not grant a
-// lock twice. The fault suite measures the overlaps (README).
+// lock twice. The fault suite measures the overlaps (docs/failover.md).
 //
 // Names: PostgreSQL keys are PostgresKey(name), a 64-bit FNV-1a hash.
 // Two names with the same key share one lock: exclusion still holds, one

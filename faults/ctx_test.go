@@ -45,7 +45,7 @@ type ctxLocker interface {
 // TestCallsReturnWithinCtx makes every call (Lock, TryLock, Inspect, a
 // lease's Refresh and Unlock) with a 300ms ctx while the server is
 // frozen, the link is blackholed, or the pool is exhausted, on every
-// backend, and logs how long each took (the table in the README).
+// backend, and logs how long each took (the table in docs/faults.md).
 func TestCallsReturnWithinCtx(t *testing.T) {
 	type setup struct {
 		backend, fault string

@@ -170,7 +170,7 @@ func (n *tally) add(o tally) {
 	n.unfencedLost += o.unfencedLost
 }
 
-// logRow logs a row's totals, the line the README's fault table is made
+// logRow logs a row's totals, the line docs/failover.md's table is made
 // from.
 func logRow(t *testing.T, n tally) {
 	t.Logf("FAILOVER %s rounds=%d holders-overtaken-before-told=%d longest=%v overtaken=%d token-regressions=%d "+

@@ -131,7 +131,7 @@
 // renewals and the hand-offs that wait for their flush wait for it
 // (holders lose their leases at their deadlines) unless the primary is
 // told to stop waiting. The fault
-// suite measures both (README). MariaDB's semi-synchronous replication
+// suite measures both (docs/failover.md). MariaDB's semi-synchronous replication
 // (rpl_semi_sync_master_wait_point = AFTER_SYNC) is the analogue there;
 // it is not tested here.
 //

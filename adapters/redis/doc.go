@@ -15,7 +15,7 @@
 // and Unlock's release of New and NewFair run on the caller's goroutine,
 // each under dlock.CancelMargin at most (a cancelled ctx, which go-redis
 // does not watch, still ends a Lock or Unlock within that margin). In
-// side-by-side runs (see README), New's uncontended lock and unlock took
+// side-by-side runs, New's uncontended lock and unlock took
 // 12–18% less time, and NewFair made 5–13% more acquisitions per second
 // with 2 and 8 contending clients (two sets of runs). Redlock, cluster
 // and ring clients, and WithReplicas keep the hand-over.
@@ -89,7 +89,7 @@
 // replica round trip per grant and renewal, and no grants, nor renewals,
 // while fewer than n replicas are connected (holders then lose their
 // leases at their deadlines). The fault suite's failover rows measure both
-// modes (README).
+// modes (docs/failover.md).
 //
 // Restarts. A server that restarts forgets the locks its holders still
 // believe they have, whatever it persisted: without persistence it comes
