@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +49,13 @@ func TestPrune(t *testing.T) {
 			if _, err := tablelock.Prune(ctx, db, 0); err != nil {
 				t.Fatal(err)
 			}
+			if !rowExists(t, db, free) {
+				t.Fatalf("Prune deleted a row acquired less than MinPruneIdle (%v) ago", tablelock.MinPruneIdle)
+			}
+			age(t, db, free, tablelock.MinPruneIdle+time.Second)
+			if _, err := tablelock.Prune(ctx, db, 0); err != nil {
+				t.Fatal(err)
+			}
 			if rowExists(t, db, free) {
 				t.Fatal("the free row survived Prune")
 			}
@@ -71,6 +80,19 @@ func TestPrune(t *testing.T) {
 				t.Error("nil db accepted")
 			}
 		})
+	}
+}
+
+// age moves a row's last acquisition d into the past, as if the name
+// had been idle that long.
+func age(t *testing.T, db *sql.DB, name string, d time.Duration) {
+	t.Helper()
+	q := "UPDATE dlock_locks SET acquired_at = acquired_at - INTERVAL ? MICROSECOND WHERE name = ?"
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		q = "UPDATE dlock_locks SET acquired_at = acquired_at - $1 * interval '1 microsecond' WHERE name = $2"
+	}
+	if _, err := db.ExecContext(context.Background(), q, d.Microseconds(), name); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -139,5 +161,67 @@ func TestMissingSchemaSaysWhatToDo(t *testing.T) {
 		if !errors.As(err, &withState) && !errors.As(err, &my) {
 			t.Errorf("%s: the driver's error is not reachable in %v", driver, err)
 		}
+	}
+}
+
+// Prune(ctx, db, 0) running in a loop beside holders that take and
+// release a few names never lets a name's token go back: a name's
+// successive holders see larger tokens, whatever Prune deleted between.
+func TestPruneNeverRewindsTokens(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			names := []string{dlocktest.Name(t) + ".a", dlocktest.Name(t) + ".b"}
+			var (
+				mu   sync.Mutex
+				last = map[string]uint64{}
+				errs = make(chan error, 16)
+				wg   sync.WaitGroup
+			)
+			for w := range 4 {
+				l := newLocker(t, db)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ctx.Err() == nil; i++ {
+						name := names[(w+i)%len(names)]
+						lease, err := l.Lock(ctx, name)
+						if err != nil {
+							if ctx.Err() == nil {
+								errs <- err
+							}
+							return // ctx ended: the run is over
+						}
+						mu.Lock()
+						if lease.Token() <= last[name] {
+							errs <- fmt.Errorf("%s: token %d after %d", name, lease.Token(), last[name])
+						}
+						last[name] = lease.Token()
+						mu.Unlock()
+						_ = lease.Unlock(context.Background())
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if _, err := tablelock.Prune(ctx, db, 0); err != nil && ctx.Err() == nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if len(last) == 0 {
+				t.Fatal("no hold was taken")
+			}
+		})
 	}
 }

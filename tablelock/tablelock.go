@@ -139,14 +139,25 @@ func (b *backend) close() {
 	b.closed = true
 }
 
+// Acquire runs the attempt again, up to deadlockRetries times, when the
+// server rolled it back to break a deadlock (with Prune's batch, say):
+// nothing of it held, and an attempt is not a miss because of it.
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	d, err := b.get(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	g, err := d.Acquire(ctx, r)
-	return g, schemaHint(err)
+	for retry := 0; ; retry++ {
+		g, err := d.Acquire(ctx, r)
+		if !sqldialect.Deadlock(err) || retry == deadlockRetries || ctx.Err() != nil {
+			return g, schemaHint(err)
+		}
+	}
 }
+
+// deadlockRetries is how many times a statement the server rolled back to
+// break a deadlock runs again.
+const deadlockRetries = 3
 
 func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 	d, err := b.get(ctx)

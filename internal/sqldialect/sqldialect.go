@@ -108,6 +108,18 @@ func MissingSchema(err error) bool {
 	return errors.As(err, &my) && my.Number == 1146
 }
 
+// Deadlock reports whether the server rolled back err's transaction to
+// break a deadlock (PostgreSQL 40P01, MySQL 1213): nothing it did holds,
+// and it may run again.
+func Deadlock(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "40P01" {
+		return true
+	}
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1213
+}
+
 // MissingColumn reports whether err says column does not exist:
 // PostgreSQL SQLSTATE 42703, MySQL/MariaDB error 1054, naming column.
 func MissingColumn(err error, column string) bool {

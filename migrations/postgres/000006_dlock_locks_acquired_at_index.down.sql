@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS dlock_locks_acquired_at;
