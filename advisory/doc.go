@@ -43,12 +43,17 @@
 // lose, and strictly increasing across the holders of a name as long as
 // the clock does not step back (a hold is granted only after the last one
 // ended). On MySQL it is a hybrid clock, max(last + 1, the server's clock
-// in µs), kept in a row per name (dlock_fences, created by package
-// migrations; the dlock_fence sequence of older versions is no longer
-// used). Where the server writes no binary log, the rows are in a MEMORY
-// table, so taking a lock waits for no redo log flush: a restart empties
-// the table, and then the clock alone keeps the tokens increasing, as it
-// does after Prune. Where it writes one (log_bin: on by default in MySQL
+// in µs read after the grant), kept in the holder's row (dlock_fences,
+// created by package migrations; the dlock_fence sequence of older
+// versions is no longer used) while the lock is held: Unlock deletes the
+// row with the lock (MySQL migration 000009), so a name leaves nothing
+// behind once unlocked, and the next holder's token comes from the clock,
+// read after its grant and so after the last holder's token was drawn.
+// Only a session that ends without unlocking (a crash) leaves its row,
+// which the name's next hold overwrites and Prune deletes. Where the
+// server writes no binary log, the rows are in a MEMORY table, so taking
+// a lock waits for no redo log flush: a restart empties the table, and
+// then the clock alone keeps the tokens increasing. Where it writes one (log_bin: on by default in MySQL
 // 8, off in MariaDB), which any server with replicas does, they are in
 // InnoDB: a replica that restarts would lose a MEMORY table's rows, and
 // the primary's next write to one of them would stop its replication

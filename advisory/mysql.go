@@ -32,8 +32,12 @@ INSERT INTO dlock_fences (name, owner, session, token)
 SELECT ?, ?, CONNECTION_ID(), LAST_INSERT_ID(` + myClock + `) FROM DUAL WHERE GET_LOCK(?, 0) = 1
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), owner = VALUES(owner), session = VALUES(session)`
 
-// myClock is the server's clock in microseconds since the epoch.
-const myClock = sqldialect.MySQLClockMicros
+// myClock is the server's clock in microseconds since the epoch, read
+// when it is evaluated (SYSDATE), not when the statement started (NOW):
+// in myTry and myTransfer it is read after GET_LOCK granted the lock, so
+// after the last holder's release, whose row may be gone with it (see
+// myReleaseCall), and so after that holder's token was drawn.
+const myClock = `CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS UNSIGNED)`
 
 // myWait waits in the server's queue. MariaDB takes no negative
 // (infinite) timeout; a year is as good.
@@ -59,6 +63,14 @@ const myHolder = `SELECT owner, token FROM dlock_fences WHERE name = ? AND sessi
 // 000005): lock name, holder row name, owner, idle timeout in seconds.
 const myWaitCall = `CALL dlock_wait_lock(?, ?, ?, ?)`
 
+// myReleaseCall deletes the session's holder row and releases the lock
+// in one round trip (migration 000009): lock name, holder row name. A name
+// leaves nothing behind once unlocked.
+const myReleaseCall = `CALL dlock_release_lock(?, ?)`
+
+// myReleaseRow is myReleaseCall's first half, where it cannot be called.
+const myReleaseRow = `DELETE FROM dlock_fences WHERE name = ? AND session = CONNECTION_ID()`
+
 // The statements of a hold run with their arguments inlined
 // (sqldialect.MySQLInline): one round trip each, where a prepared
 // statement takes two.
@@ -66,7 +78,10 @@ type mysql struct {
 	// noCall is set once dlock_wait_lock turned out to be missing or not
 	// for this user to run: waits then take myWait and myFence.
 	noCall atomic.Bool
-	log    *slog.Logger
+	// noReleaseCall is the same for dlock_release_lock: releases then take
+	// myReleaseRow and RELEASE_LOCK.
+	noReleaseCall atomic.Bool
+	log           *slog.Logger
 }
 
 // fencesChecked holds each *sql.DB whose dlock_fences warnMemoryFences
@@ -159,7 +174,7 @@ func (m *mysql) wait(ctx context.Context, s *session, r driver.Request) (uint64,
 		sec := seconds(r.TTL)
 		var token sql.NullInt64
 		err := conn.QueryRowContext(ctx, sqldialect.MySQLInline(myWaitCall, MySQLName(name), name, r.Owner, sec)).Scan(&token)
-		if !m.callRefused(err) {
+		if !m.refused(err, &m.noCall, "dlock_wait_lock cannot be called (MySQL migration 000005, or EXECUTE on it): a contended grant takes a round trip more until it can") {
 			if err != nil {
 				return 0, err
 			}
@@ -196,18 +211,17 @@ func waitEnded(name string) error {
 	return fmt.Errorf("advisory: %q: the server's wait for the lock ended without it", name)
 }
 
-// callRefused reports whether err says dlock_wait_lock does not exist
-// (MySQL migration 000005 not applied: error 1305) or may not be run by
-// this user (1370), and if so switches m to the two statements it
-// replaces, once. The server refuses the call before it runs, so nothing
-// was waited for or taken.
-func (m *mysql) callRefused(err error) bool {
+// refused reports whether err says a procedure does not exist (a MySQL
+// migration not applied: error 1305) or may not be run by this user
+// (1370), and if so sets flag, once, logging what it costs. The server
+// refuses the call before it runs, so nothing was done.
+func (m *mysql) refused(err error, flag *atomic.Bool, cost string) bool {
 	var my *mysqldrv.MySQLError
 	if !errors.As(err, &my) || my.Number != 1305 && my.Number != 1370 {
 		return false
 	}
-	if !m.noCall.Swap(true) {
-		m.log.Warn("advisory: dlock_wait_lock cannot be called (MySQL migration 000005, or EXECUTE on it): a contended grant takes a round trip more until it can", "err", err)
+	if !flag.Swap(true) {
+		m.log.Warn("advisory: "+cost, "err", err)
 	}
 	return true
 }
@@ -245,8 +259,18 @@ func (*mysql) ping(ctx context.Context, s *session) error {
 
 // release leaves the idle timeout set: the session may serve the next
 // hold as it is (backend.putBack), or restore puts it back.
-func (*mysql) release(ctx context.Context, s *session, name string) (bool, error) {
+// Its holder row goes with the lock, so a name leaves nothing behind.
+func (m *mysql) release(ctx context.Context, s *session, name string) (bool, error) {
 	var released sql.NullInt64
+	if !m.noReleaseCall.Load() {
+		err := s.conn.QueryRowContext(ctx, sqldialect.MySQLInline(myReleaseCall, MySQLName(name), name)).Scan(&released)
+		if !m.refused(err, &m.noReleaseCall, "dlock_release_lock cannot be called (MySQL migration 000009, or EXECUTE on it): a release takes a round trip more until it can") {
+			return released.Int64 == 1, err
+		}
+	}
+	if _, err := s.conn.ExecContext(ctx, sqldialect.MySQLInline(myReleaseRow, name)); err != nil {
+		return false, err
+	}
 	err := s.conn.QueryRowContext(ctx, sqldialect.MySQLInline("SELECT RELEASE_LOCK(?)", MySQLName(name))).Scan(&released)
 	return released.Int64 == 1, err
 }

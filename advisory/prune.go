@@ -13,8 +13,9 @@ import (
 const myPrune = `DELETE FROM dlock_fences WHERE name = ? AND IS_USED_LOCK(?) IS NULL`
 
 // Prune deletes what the advisory locks of free names keep on the server,
-// and returns how many rows it deleted: on MySQL/MariaDB the holder and
-// token rows of dlock_fences (one per name ever locked), on PostgreSQL
+// and returns how many rows it deleted: on MySQL/MariaDB the holder rows
+// of dlock_fences that sessions which ended without unlocking left behind
+// (Unlock deletes its own), on PostgreSQL
 // nothing (its tokens come from one sequence for every name). It is safe
 // for fencing: MySQL tokens are a hybrid clock, so a name that comes back
 // gets a larger token than it had, provided the server's clock does not

@@ -1,0 +1,1 @@
+DROP PROCEDURE IF EXISTS dlock_release_lock;
