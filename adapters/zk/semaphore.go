@@ -176,7 +176,16 @@ func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, e
 			return leave(err)
 		}
 		if !slices.Contains(children, path.Base(node)) {
-			return nil, fmt.Errorf("%w: the lease node %s is gone", ErrSessionExpired, node)
+			// Deleted while this session lives (by an operator, or a
+			// cleanup): join the queue again, as Curator does. Gone with
+			// the session: the permit cannot be had on it.
+			if b.conn.SessionID() != session {
+				return nil, fmt.Errorf("%w: the lease node %s is gone", ErrSessionExpired, node)
+			}
+			if node, tokenOf, _, err = b.create(ctx, dir, r.Owner, "lease-"+strconv.Itoa(n)); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if used(children) <= s.capacity {
 			token, _, err := tokenOf()

@@ -315,3 +315,51 @@ func TestSemaphoreRefusesOptionsItIgnores(t *testing.T) {
 		t.Errorf("NewSemaphore with WithACL: %v", err)
 	}
 }
+
+// Curator's testNoOrphanedNodes for semaphores: a waiter whose lease node
+// is deleted (by an operator, or a cleanup of another client) while its
+// session lives joins the queue again and gets its permit when one frees,
+// instead of failing as if its session had expired.
+func TestSemaphoreWaiterRejoinsWhenItsNodeIsDeleted(t *testing.T) {
+	addrs := testenv.ZKAddrs(t)
+	conn, admin := testenv.ZK(t, addrs, 4*time.Second), testenv.ZK(t, addrs, 4*time.Second)
+	name := dlocktest.Name(t)
+	s := newSemaphore(t, conn, name, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	held, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		got <- err
+	}()
+	var waiting string
+	dlocktest.Eventually(t, func() bool {
+		for _, n := range leaseNodes(t, admin, name) {
+			if root+"/"+escapeName(name)+".leases/"+n != held.ID() {
+				waiting = n
+			}
+		}
+		return waiting != ""
+	}, "the waiter's lease node")
+	if err := admin.Delete(root+"/"+escapeName(name)+".leases/"+waiting, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter returned while the permit was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter whose node was deleted: %v", err)
+	}
+}
