@@ -112,13 +112,21 @@ func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
 
 // leaveWithin is how long a waiter that gives up may wait to leave the
 // server's queue: what is left of CancelMargin since its ctx ended (an
-// attempt that hung past ctx has used it up), or all of it.
+// attempt that hung past ctx has used it up), or all of it, less
+// afterLeaving, kept for the work after it.
 func (w *waiter) leaveWithin() time.Duration {
+	margin := CancelMargin - afterLeaving
 	if at := w.ended.Load(); at != nil {
-		return CancelMargin - time.Since(*at)
+		return margin - time.Since(*at)
 	}
-	return CancelMargin
+	return margin
 }
+
+// afterLeaving is the part of CancelMargin a waiter that gives up keeps
+// for what follows leaving the server's queue (forgetting its hold,
+// waking the next in line, building the error), so that leaving a queue
+// on a slow server cannot spend the whole margin.
+const afterLeaving = CancelMargin / 4
 
 // attempt makes one attempt, a blocking one when the backend queues
 // waiters. It returns by ctx's deadline whatever the backend call does; a

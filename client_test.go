@@ -828,3 +828,34 @@ func TestAccepts(t *testing.T) {
 		t.Fatalf("Accepts of no options: %v", err)
 	}
 }
+
+// A Lock whose ctx ends while it waits between attempts, on a server that
+// then stops answering, spends at most part of CancelMargin leaving the
+// server's queue, and returns within the margin, not just past it.
+func TestLeavingKeepsPartOfTheMargin(t *testing.T) {
+	m := leaving{newMemory()}
+	holder, waiter := newClient(t, m), newClient(t, m)
+	lease, err := holder.Lock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan time.Time, 1)
+	go func() {
+		_, err := waiter.Lock(ctx, "x")
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Lock: %v, want Canceled", err)
+		}
+		returned <- time.Now()
+	}()
+	m.waitRefused(t) // the waiter is between attempts
+	m.freeze()       // leaving its queue now hangs
+	defer m.thaw()
+	cancelled := time.Now()
+	cancel()
+	if took := (<-returned).Sub(cancelled); took >= dlock.CancelMargin {
+		t.Fatalf("Lock returned %v after its ctx was cancelled; CancelMargin is %v", took, dlock.CancelMargin)
+	}
+}
