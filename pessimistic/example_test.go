@@ -46,3 +46,31 @@ func ExampleClause() {
 	// FOR NO KEY UPDATE
 	// FOR UPDATE
 }
+
+// Lock a row inside the application's own transaction, which may already
+// hold it: InTx joins the transaction instead of waiting for it.
+func ExampleInTx() {
+	db, err := sql.Open("pgx", "postgres://app@127.0.0.1:5432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback()
+	// … the application's own statements …
+	err = pessimistic.InTx(ctx, tx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE goods SET stock = stock - 1 WHERE id = (SELECT id FROM goods WHERE id = $1 "+
+			pessimistic.ForUpdate.Postgres()+") AND stock > 0", 1)
+		return err
+	}, pessimistic.WithLockTimeout(2*time.Second))
+	if err != nil {
+		log.Print(err) // fn's statements are rolled back; tx is still usable
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+}

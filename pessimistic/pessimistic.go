@@ -13,6 +13,10 @@
 //		…
 //	}, pessimistic.WithLockTimeout(2*time.Second))
 //
+// Inside a transaction of the application's own, InTx (or InPgxTx for a
+// pgx.Tx) runs such code under a savepoint of that transaction, joining
+// the row locks it already holds instead of waiting for them.
+//
 // Works with *sql.DB from github.com/jackc/pgx/v5/stdlib (PostgreSQL) and
 // github.com/go-sql-driver/mysql (MySQL 8, MariaDB 10.6+).
 package pessimistic
@@ -41,6 +45,9 @@ type config struct {
 	maxAttempts int
 	backoff     dlock.Backoff
 	txOptions   *sql.TxOptions
+	// ownTx names the options given that apply only to a transaction of
+	// Do's own: InTx refuses them.
+	ownTx []string
 }
 
 // Option configures Do.
@@ -63,14 +70,20 @@ const MaxLockTimeout = math.MaxInt32 * time.Millisecond
 // WithMaxAttempts sets how many times Do runs the transaction when it ends
 // in a deadlock or serialization failure. Default DefaultMaxAttempts (5);
 // 1 turns retries off.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+func WithMaxAttempts(n int) Option {
+	return func(c *config) { c.maxAttempts, c.ownTx = n, append(c.ownTx, "WithMaxAttempts") }
+}
 
 // WithBackoff sets the pause before each retry. Default
 // dlock.ExponentialBackoff(5ms, 500ms).
-func WithBackoff(b dlock.Backoff) Option { return func(c *config) { c.backoff = b } }
+func WithBackoff(b dlock.Backoff) Option {
+	return func(c *config) { c.backoff, c.ownTx = b, append(c.ownTx, "WithBackoff") }
+}
 
 // WithTxOptions sets the isolation level and read-only flag.
-func WithTxOptions(o *sql.TxOptions) Option { return func(c *config) { c.txOptions = o } }
+func WithTxOptions(o *sql.TxOptions) Option {
+	return func(c *config) { c.txOptions, c.ownTx = o, append(c.ownTx, "WithTxOptions") }
+}
 
 // Do runs fn in a transaction on db and commits it. It rolls back when fn
 // returns an error or panics (the panic continues after the rollback), and
@@ -87,24 +100,9 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 	if fn == nil {
 		return errors.New("pessimistic: nil fn")
 	}
-	cfg := config{maxAttempts: DefaultMaxAttempts, backoff: dlock.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)}
-	for _, o := range opts {
-		if o == nil {
-			return errors.New("pessimistic: nil Option")
-		}
-		o(&cfg)
-	}
-	if cfg.maxAttempts < 1 {
-		return fmt.Errorf("pessimistic: max attempts must be at least 1, got %d", cfg.maxAttempts)
-	}
-	if cfg.lockTimeout < 0 {
-		return fmt.Errorf("pessimistic: lock timeout must not be negative, got %v", cfg.lockTimeout)
-	}
-	if cfg.lockTimeout > MaxLockTimeout {
-		return fmt.Errorf("pessimistic: lock timeout %v is longer than MaxLockTimeout (%v)", cfg.lockTimeout, MaxLockTimeout)
-	}
-	if cfg.backoff == nil {
-		return errors.New("pessimistic: nil Backoff")
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return err
 	}
 	d, err := sqldialect.Of(ctx, db)
 	if err != nil {
@@ -129,6 +127,28 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		case <-t.C:
 		}
 	}
+}
+
+// newConfig applies opts over Do's defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	cfg := config{maxAttempts: DefaultMaxAttempts, backoff: dlock.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)}
+	for _, o := range opts {
+		if o == nil {
+			return config{}, errors.New("pessimistic: nil Option")
+		}
+		o(&cfg)
+	}
+	switch {
+	case cfg.maxAttempts < 1:
+		return config{}, fmt.Errorf("pessimistic: max attempts must be at least 1, got %d", cfg.maxAttempts)
+	case cfg.lockTimeout < 0:
+		return config{}, fmt.Errorf("pessimistic: lock timeout must not be negative, got %v", cfg.lockTimeout)
+	case cfg.lockTimeout > MaxLockTimeout:
+		return config{}, fmt.Errorf("pessimistic: lock timeout %v is longer than MaxLockTimeout (%v)", cfg.lockTimeout, MaxLockTimeout)
+	case cfg.backoff == nil:
+		return config{}, errors.New("pessimistic: nil Backoff")
+	}
+	return cfg, nil
 }
 
 // once runs one attempt on one connection, so the MySQL lock wait timeout

@@ -78,6 +78,17 @@ func Of(ctx context.Context, db *sql.DB) (Dialect, error) {
 	return d, nil
 }
 
+// OfTx returns the dialect of tx's server, asked with SELECT version()
+// inside tx: a *sql.Tx does not say which *sql.DB, or driver, it is of.
+// ctx governs the question.
+func OfTx(ctx context.Context, tx *sql.Tx) (Dialect, error) {
+	var version string
+	if err := tx.QueryRowContext(ctx, "SELECT version()").Scan(&version); err != nil {
+		return 0, fmt.Errorf("telling the database's dialect (SELECT version()): %w", err)
+	}
+	return parseVersion(version)
+}
+
 func parseVersion(v string) (Dialect, error) {
 	switch {
 	case strings.HasPrefix(v, "PostgreSQL "):
