@@ -298,7 +298,9 @@ func (c *Client) cleanup(r driver.Request, g driver.Grant, err error, now bool) 
 		_ = c.releaseUntil(h, time.Now().Add(DefaultReleaseTimeout))
 		return
 	}
-	c.releaseLater(h, err)
+	// err is the attempt's, not a release's: the first release is made
+	// at once, and only a release that fails is worth a warning.
+	c.releaseLater(h, nil)
 }
 
 // sleep waits before the next attempt: for a push wake-up (subscribed on

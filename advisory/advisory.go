@@ -113,6 +113,13 @@ type dialect interface {
 	// takes a free lock as try does: true where that costs no more round
 	// trips than try, whose miss would then be a round trip spent.
 	waitFirst() bool
+	// interrupt asks the server, from another connection of db, to stop
+	// the statement session id runs now; one that arrives between two
+	// statements is dropped.
+	interrupt(ctx context.Context, db *sql.DB, id int64) error
+	// giveUpAll releases every lock s holds, and its holder rows, on s:
+	// what a wait that was interrupted may have been granted meanwhile.
+	giveUpAll(ctx context.Context, s *session, name string) error
 	// endSession ends session id, and whatever statement it runs, from
 	// another connection of db, and returns once the server has ended it
 	// and so released whatever it held: a wait killed on the server may
@@ -296,14 +303,16 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 }
 
 // wait takes r in the server's queue on s, which holds no lock. The wait
-// runs detached from ctx; when ctx ends the session is ended on the
-// server, from another connection, whether its wait has started or not,
-// and wait returns once the server says it is gone: a release meanwhile
-// may grant the lock to the dying session, which then holds it until it
-// is gone. When the server has not confirmed the end, or the wait has not
-// returned, endWithin after ctx's end (a server or link that does not
-// answer), the wait is abandoned: its connection is closed, and the
-// server ends the session when it sees that. On an error s is gone.
+// runs detached from ctx. When ctx ends, the wait's statement is
+// interrupted from another connection, again until it returns (an
+// interruption that comes before the statement starts is dropped); then,
+// on s, whatever the session was granted meanwhile is given up, and s is
+// closed: wait returns, not acquired and with nothing held, within
+// endWithin and a round trip of ctx's end. When the server does not
+// answer in time, the session is ended on the server instead (as a
+// connection the server closes), or at last abandoned: its connection is
+// closed, and the server ends the session when it sees that. On an error
+// s is gone.
 func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Request) (driver.Grant, error) {
 	id, err := d.sessionID(ctx, s)
 	if err != nil {
@@ -317,28 +326,67 @@ func (b *backend) wait(ctx context.Context, d dialect, s *session, r driver.Requ
 		defer close(ended)
 		cctx, cancel := context.WithTimeout(context.Background(), endWithin)
 		defer cancel()
-		if err := d.endSession(cctx, b.db, id); err != nil {
-			abandon()
-			return
-		}
-		select {
-		case <-returned:
-		case <-cctx.Done():
+		if !interruptUntil(cctx, d, b.db, id, returned) {
 			abandon()
 		}
 	})
 	token, err := d.wait(wctx, s, r)
 	close(returned)
 	if !stop() {
-		discard(s.conn)
 		<-ended
-		return driver.Grant{}, errjoin.Join(ctx.Err(), err)
+		return b.endWait(ctx, d, s, id, r.Name, wctx.Err() != nil, err)
 	}
 	if err != nil {
 		discard(s.conn)
 		return driver.Grant{}, sqldialect.SchemaHint(err)
 	}
 	return driver.Grant{Acquired: true, Token: token, Handle: s}, nil
+}
+
+// interruptUntil interrupts session id's statement until returned is
+// closed, and reports whether it was.
+func interruptUntil(ctx context.Context, d dialect, db *sql.DB, id int64, returned <-chan struct{}) bool {
+	for {
+		if err := d.interrupt(ctx, db, id); err != nil {
+			return false
+		}
+		t := time.NewTimer(interruptEvery)
+		select {
+		case <-returned:
+			t.Stop()
+			return true
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// interruptEvery is how often an interruption is sent again while the
+// wait has not returned: it may have come before the wait's statement.
+const interruptEvery = 10 * time.Millisecond
+
+// endWait ends a wait whose ctx ended: when it returned (interrupted, or
+// granted just before), s gives up whatever it holds and is closed, and
+// the attempt is a plain miss; otherwise (abandoned), or when giving up
+// fails, the session is ended on the server and the outcome is left to
+// the caller's clean-up.
+func (b *backend) endWait(ctx context.Context, d dialect, s *session, id int64, name string, abandoned bool, waitErr error) (driver.Grant, error) {
+	if !abandoned {
+		gctx, cancel := context.WithTimeout(context.Background(), dlock.CancelMargin-endWithin)
+		err := d.giveUpAll(gctx, s, name)
+		cancel()
+		if err == nil {
+			discard(s.conn) // its settings were the hold's
+			return driver.Grant{}, nil
+		}
+	}
+	discard(s.conn)
+	ectx, cancel := context.WithTimeout(context.Background(), dlock.CancelMargin-endWithin)
+	defer cancel()
+	_ = d.endSession(ectx, b.db, id)
+	return driver.Grant{}, errjoin.Join(ctx.Err(), waitErr)
 }
 
 // untilGone runs count, which counts the server's sessions with id, until

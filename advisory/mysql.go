@@ -242,6 +242,23 @@ func (*mysql) sessionID(ctx context.Context, s *session) (int64, error) {
 	return s.id, err
 }
 
+func (*mysql) interrupt(ctx context.Context, db *sql.DB, id int64) error {
+	_, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+	return err
+}
+
+// myGiveUpAll releases every lock of the session and deletes its holder
+// row of name (RELEASE_ALL_LOCKS: MySQL 5.7, MariaDB 10.5).
+const myGiveUpAll = `DELETE FROM dlock_fences WHERE name = ? AND session = CONNECTION_ID()`
+
+func (*mysql) giveUpAll(ctx context.Context, s *session, name string) error {
+	if _, err := s.conn.ExecContext(ctx, sqldialect.MySQLInline(myGiveUpAll, name)); err != nil {
+		return err
+	}
+	_, err := s.conn.ExecContext(ctx, "DO RELEASE_ALL_LOCKS()")
+	return err
+}
+
 // endSession kills the session and waits until it has left the process
 // list: KILL returns as soon as it has flagged the session, which releases
 // its locks as it unwinds, before it leaves the list.

@@ -116,6 +116,16 @@ func (postgres) sessionID(ctx context.Context, s *session) (int64, error) {
 	return pid, err
 }
 
+func (postgres) interrupt(ctx context.Context, db *sql.DB, pid int64) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_cancel_backend($1)", pid)
+	return err
+}
+
+func (postgres) giveUpAll(ctx context.Context, s *session, _ string) error {
+	_, err := s.conn.ExecContext(ctx, "SELECT pg_advisory_unlock_all()")
+	return err
+}
+
 // endSession terminates the backend and waits until it has left
 // pg_stat_activity, which it does after releasing its locks.
 // (pg_terminate_backend's own wait polls every 100 ms.)
