@@ -208,13 +208,15 @@ func (c *Client) Config() Config { return c.cfg }
 // Lock implements Locker. ctx governs the wait, in the process and on the
 // server; a ctx that has already ended fails before any I/O.
 func (c *Client) Lock(ctx context.Context, name string) (Lease, error) {
-	return c.lock(ctx, name, true)
+	l, err := c.lock(ctx, name, true)
+	return l, errjoin.OneLine(err)
 }
 
 // TryLock implements Locker. It fails with ErrNotAcquired, without I/O,
 // when another call chain holds name through this Client.
 func (c *Client) TryLock(ctx context.Context, name string) (Lease, error) {
-	return c.lock(ctx, name, false)
+	l, err := c.lock(ctx, name, false)
+	return l, errjoin.OneLine(err)
 }
 
 // Inspect implements Inspector when the backend does; otherwise it returns
@@ -230,7 +232,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error)
 	if err := ctx.Err(); err != nil {
 		return Holder{}, false, fmt.Errorf("dlock: inspect %q: %w", name, err)
 	}
-	return withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
+	h, ok, err := withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
+	return h, ok, errjoin.OneLine(err)
 }
 
 // notAcquired is the error of a Lock whose ctx ended while it waited for

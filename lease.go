@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dlockhq/dlock/internal/errjoin"
 )
 
 // lease is one Lock or TryLock of a hold.
@@ -29,7 +31,7 @@ func (l *lease) end(err error) {
 	if l.err != nil {
 		return
 	}
-	l.err = err
+	l.err = errjoin.OneLine(err)
 	delete(l.h.leases, l)
 	close(l.done)
 }
@@ -64,7 +66,9 @@ func (l *lease) ended() error {
 	return nil
 }
 
-func (l *lease) Refresh(ctx context.Context) error {
+func (l *lease) Refresh(ctx context.Context) error { return errjoin.OneLine(l.refresh(ctx)) }
+
+func (l *lease) refresh(ctx context.Context) error {
 	if err := l.ended(); err != nil {
 		return err
 	}
@@ -78,7 +82,9 @@ func (l *lease) Refresh(ctx context.Context) error {
 	return err
 }
 
-func (l *lease) Unlock(ctx context.Context) error {
+func (l *lease) Unlock(ctx context.Context) error { return errjoin.OneLine(l.unlock(ctx)) }
+
+func (l *lease) unlock(ctx context.Context) error {
 	c, h := l.c, l.h
 	c.mu.Lock()
 	if l.err != nil {

@@ -4,7 +4,10 @@
 // writes them as one sentence, separated by "; ".
 package errjoin
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 type joined []error
 
@@ -35,3 +38,27 @@ func Join(errs ...error) error {
 	}
 	return j
 }
+
+// OneLine returns err with its text on one line: a driver error that
+// spans lines (pgx's, when it tried several addresses) breaks log lines
+// as errors.Join does. Each line break and the indentation after it
+// become "; ". errors.Is and errors.As still see err. nil stays nil, and
+// an error with no line break is returned as it is.
+func OneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return oneLine{err}
+}
+
+type oneLine struct{ err error }
+
+func (o oneLine) Error() string {
+	lines := strings.Split(o.err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "; ")
+}
+
+func (o oneLine) Unwrap() error { return o.err }

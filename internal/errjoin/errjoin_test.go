@@ -30,3 +30,18 @@ func Example() {
 	fmt.Println(errjoin.Join(errors.New("dlock: lock not acquired"), context.Canceled))
 	// Output: dlock: lock not acquired; context canceled
 }
+
+func TestOneLine(t *testing.T) {
+	inner := errors.New("failed to connect to `user=u database=d`:\n\t[::1]:1 (localhost): dial error\n\t127.0.0.1:1 (localhost): dial error")
+	err := errjoin.OneLine(fmt.Errorf("dlock: acquire %q: %w", "x", inner))
+	if got, want := err.Error(), "dlock: acquire \"x\": failed to connect to `user=u database=d`:; [::1]:1 (localhost): dial error; 127.0.0.1:1 (localhost): dial error"; got != want {
+		t.Fatalf("OneLine:\n got %q\nwant %q", got, want)
+	}
+	if !errors.Is(err, inner) {
+		t.Fatal("OneLine hides the error it wraps")
+	}
+	plain := errors.New("one line")
+	if errjoin.OneLine(plain) != plain || errjoin.OneLine(nil) != nil {
+		t.Fatal("OneLine changed an error with no line break, or nil")
+	}
+}
