@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlockhq/dlock"
@@ -21,8 +22,9 @@ import (
 )
 
 // ErrPoolExhausted is returned by TryLock when db's pool is bounded
-// (db.SetMaxOpenConns) and every connection is in use, for instance pinned
-// by held locks. Lock waits for a connection instead.
+// (db.SetMaxOpenConns, or the MaxConns of the pgxpool behind a db from
+// stdlib.OpenDBFromPool) and every connection is in use, for instance
+// pinned by held locks. Lock waits for a connection instead.
 var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
 
 // MaxTTL is the longest lease TTL (dlock.WithTTL) a Locker takes. A held
@@ -66,7 +68,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if db == nil {
 		return nil, errors.New("advisory: nil *sql.DB")
 	}
-	b := &backend{db: db}
+	b := &backend{db: db, pool: sqldialect.PgxPool(db)}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
@@ -143,6 +145,9 @@ type dialect interface {
 type backend struct {
 	db  *sql.DB
 	log *slog.Logger
+	// pool is the pgxpool behind db (stdlib.OpenDBFromPool), whose bound
+	// db's Stats do not show; nil for any other db.
+	pool *pgxpool.Pool
 
 	mu     sync.Mutex
 	d      dialect    // nil until known
@@ -256,7 +261,7 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 		// try again on a connection the pool checks.
 		discard(s.conn)
 	}
-	if limit, full := poolFull(b.db); bounded && full {
+	if limit, full := b.poolFull(); bounded && full {
 		return nil, 0, false, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, limit)
 	}
 	conn, err := b.db.Conn(ctx)
@@ -470,7 +475,7 @@ func (b *backend) putBack(s *session) { b.putBackWithin(context.Background(), s)
 func (b *backend) putBackWithin(ctx context.Context, s *session) {
 	if s.timeout != 0 {
 		b.mu.Lock()
-		if _, full := poolFull(b.db); len(b.spares) < maxSpares && !full {
+		if _, full := b.poolFull(); len(b.spares) < maxSpares && !full {
 			b.spares = append(b.spares, s)
 			s.spareTimer = time.AfterFunc(spareLinger, func() { b.dropSpare(s) })
 			b.mu.Unlock()
@@ -482,9 +487,15 @@ func (b *backend) putBackWithin(ctx context.Context, s *session) {
 }
 
 // poolFull reports whether db's pool is bounded and has every connection
-// in use, and the bound (0: none).
-func poolFull(db *sql.DB) (limit int, full bool) {
-	st := db.Stats()
+// in use, and the bound (0: none): db's own (SetMaxOpenConns), or, for a
+// db over a pgxpool, the pgxpool's (MaxConns), where the application's
+// own users of the pool count too.
+func (b *backend) poolFull() (limit int, full bool) {
+	if b.pool != nil {
+		st := b.pool.Stat()
+		return int(st.MaxConns()), st.AcquiredConns()+st.ConstructingConns() >= st.MaxConns()
+	}
+	st := b.db.Stats()
 	return st.MaxOpenConnections, st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections
 }
 

@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/advisory"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 )
 
 // With a pool of 2 and both connections pinned by held locks, TryLock on a
@@ -212,5 +216,41 @@ func TestCancelledWaitEndsItsSession(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A *sql.DB over a pgxpool (stdlib.OpenDBFromPool) sets no bound of its
+// own: the pgxpool's is the one. With both of its 2 connections pinned by
+// held locks, TryLock fails at once with ErrPoolExhausted instead of
+// waiting out its ctx for a connection.
+func TestPoolExhaustionOnPgxPool(t *testing.T) {
+	migrated(t, testenv.Postgres)
+	cfg, err := pgxpool.ParseConfig(testenv.DSN("pgx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the Lockers' Close, which gives their connections back
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The held locks are released by their Lockers' Close (newLocker).
+	for i := range 2 {
+		if _, err := newLocker(t, db).Lock(ctx, fmt.Sprintf("%s.%d", dlocktest.Name(t), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	_, err = newLocker(t, db).TryLock(ctx, dlocktest.Name(t)+".third")
+	if !errors.Is(err, advisory.ErrPoolExhausted) {
+		t.Fatalf("TryLock with the pgxpool's every connection pinned: %v, want ErrPoolExhausted", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("TryLock took %v to say the pool is exhausted", took)
 	}
 }
