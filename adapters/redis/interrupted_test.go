@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +17,10 @@ import (
 // the holder releases or not, holds nothing afterwards, on every lock
 // kind: a third owner gets the name once the holder is gone.
 func TestInterruptedLockLeavesNothing(t *testing.T) {
+	rounds := 20
+	if s := os.Getenv("DLOCK_INTERRUPT_ROUNDS"); s != "" {
+		rounds, _ = strconv.Atoi(s)
+	}
 	addr := testenv.RedisAddr(t)
 	kinds := map[string]func(t *testing.T) dlock.Locker{
 		"lock":  func(t *testing.T) dlock.Locker { return newLocker(t, client(t, addr)) },
@@ -32,7 +38,7 @@ func TestInterruptedLockLeavesNothing(t *testing.T) {
 				holderKind = func(*testing.T) dlock.Locker { return rw.Write }
 				mk = func(*testing.T) dlock.Locker { return rw.Read }
 			}
-			for round := range 20 {
+			for round := range rounds {
 				name := dlocktest.Name(t)
 				holder, waiter, third := holderKind(t), mk(t), holderKind(t)
 				if round%2 == 1 && kind != "read" {
@@ -45,7 +51,7 @@ func TestInterruptedLockLeavesNothing(t *testing.T) {
 				// The waiter gives up at about the moment the holder
 				// releases: before, at, or just after the grant.
 				wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				time.AfterFunc(time.Duration(40+round%20)*time.Millisecond, func() { _ = lease.Unlock(ctx) })
+				time.AfterFunc(time.Duration(30+round%40)*time.Millisecond, func() { _ = lease.Unlock(ctx) })
 				got, err := waiter.Lock(wctx, name)
 				wcancel()
 				if err == nil {
