@@ -111,7 +111,10 @@
 // token + 1 and the database's clock in microseconds. Rows of names no
 // longer used can therefore be deleted (Prune) without a returning name
 // ever getting a smaller token, provided the database's clock does not step
-// back.
+// back. Lockers do it themselves: after a release, at most every tenth of
+// the prune idle time, one deletes in the background the free rows of
+// names not locked for that long (WithPruneIdle, a day by default), so the
+// table holds the names used within a day, not every name ever locked.
 //
 // Failover. A lock is a committed row, so it is as durable as the
 // database's commits, and a failover loses what the promoted server had

@@ -42,3 +42,6 @@ func ReleaseHold(ctx context.Context, l *Locker, name, owner string) error {
 // InRoom is how many of this process's waiters wait for name on db (see
 // room), and whether db has a room open.
 func InRoom(db *sql.DB, name string) (int, bool) { return inRoom(db, name) }
+
+// SetPruneInterval lets l's background prune run as often as every d.
+func SetPruneInterval(l *Locker, d time.Duration) { l.b.pruner.setInterval(d) }

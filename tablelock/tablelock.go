@@ -54,9 +54,13 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPruneIdle(c.Config()); err != nil {
+		return nil, err
+	}
 	b.log = c.Config().Logger
 	b.backoff = c.Config().Backoff
 	b.queueTTL = 2*c.Config().PushFallback + time.Second
+	b.pruner = newPruner(db, c.Config())
 	return &Locker{Client: c, b: b}, nil
 }
 
@@ -66,6 +70,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
 	l.b.close()
+	l.b.pruner.close()
 	return err
 }
 
@@ -84,6 +89,7 @@ type backend struct {
 	log      *slog.Logger
 	backoff  dlock.Backoff // paces a MySQL room's poll (see subscribe)
 	queueTTL time.Duration // see postgres.queueTTL
+	pruner   *pruner       // nil: WithPruneIdle(0)
 
 	mu       sync.Mutex
 	d        dialectBackend // nil until the dialect is known
@@ -167,12 +173,16 @@ func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 	return d.Refresh(ctx, h)
 }
 
+// Release releases h, and starts a background prune when one is due
+// (WithPruneIdle).
 func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	d, err := b.get(ctx)
 	if err != nil {
 		return err
 	}
-	return d.Release(ctx, h)
+	err = d.Release(ctx, h)
+	b.pruner.poke()
+	return err
 }
 
 // Transfer hands h's row to r.Owner in one UPDATE: owner, a new token
