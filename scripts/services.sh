@@ -117,7 +117,12 @@ zk_start() {
 		[ -f "$jar" ] && cp="$cp:$jar"
 	done
 	log "starting ZooKeeper $name on $port"
-	nohup java -Xmx256m -Dzookeeper.log.dir="$d" -cp "$cp" \
+	# Lock directories are container nodes: the server deletes one once its
+	# last child is gone, at its container check. Checked every second and
+	# without the default cap of 10,000 a minute, so a name leaves nothing
+	# behind within moments, however many names are used.
+	nohup java -Xmx256m -Dzookeeper.log.dir="$d" \
+		-Dznode.container.checkIntervalMs=1000 -Dznode.container.maxPerMinute=1000000 -cp "$cp" \
 		org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/zk.log" 2>&1 </dev/null &
 	echo $! >"$d/pid"
 }
