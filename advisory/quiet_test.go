@@ -21,7 +21,7 @@ import (
 // driverLog is what go-sql-driver/mysql logs (to stderr, by default).
 type driverLog struct{ testenv.Buffer }
 
-func (l *driverLog) Print(v ...any) { _, _ = l.Write([]byte(fmt.Sprintln(v...))) }
+func (l *driverLog) Print(v ...any) { _, _ = fmt.Fprintln(&l.Buffer, v...) }
 
 // A wait that its ctx ends held nothing: it logs no warning about a
 // release, its error is one line with no driver's words, and the driver
