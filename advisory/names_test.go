@@ -2,28 +2,12 @@ package advisory_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 )
-
-// distinctNames is how many names TestManyDistinctNames locks:
-// DLOCK_DISTINCT_NAMES, or 40,000 (past the ~31,000 rows a MEMORY
-// dlock_fences holds at the default max_heap_table_size; the issue's
-// figure is 200,000).
-func distinctNames(t *testing.T) int {
-	if s := os.Getenv("DLOCK_DISTINCT_NAMES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("DLOCK_DISTINCT_NAMES=%q: want a positive count", s)
-		}
-		return n
-	}
-	return 40_000
-}
 
 // A lock library must not stop because it was used for many names (order
 // ids, user ids): every Lock of a new name succeeds, and once unlocked a
@@ -42,16 +26,10 @@ func TestManyDistinctNames(t *testing.T) {
 			t.Cleanup(func() { // whatever a failed run left, for the tests after it
 				_, _ = db.ExecContext(context.Background(), "DELETE FROM dlock_fences WHERE name LIKE ?", prefix+"%")
 			})
-			n := distinctNames(t)
-			for i := range n {
-				lease, err := l.Lock(ctx, prefix+strconv.Itoa(i))
-				if err != nil {
-					t.Fatalf("Lock of distinct name %d of %d: %v", i+1, n, err)
-				}
-				if err := lease.Unlock(ctx); err != nil {
-					t.Fatalf("Unlock of distinct name %d of %d: %v", i+1, n, err)
-				}
-			}
+			// 40,000: past the ~31,000 rows a MEMORY dlock_fences holds at the
+			// default max_heap_table_size.
+			n := testenv.DistinctNames(t, 40_000)
+			testenv.LockDistinct(t, ctx, l, prefix, n)
 			var left int
 			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM dlock_fences WHERE name LIKE ?", prefix+"%").Scan(&left); err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockhq/dlock/advisory"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
@@ -78,7 +79,7 @@ func TestDrift(t *testing.T) {
 				if got := columns(t, db, driver); !slices.Equal(got, want) {
 					t.Fatalf("up #%d: %s has columns %v, the code uses %v", round, tablelock.Table, got, want)
 				}
-				if got, want := routines(t, db, driver), map[string][]string{"mysql": {"dlock_fences_engine", "dlock_wait_lock"}}[driver]; !slices.Equal(got, want) {
+				if got, want := routines(t, db, driver), map[string][]string{"mysql": {"dlock_fences_engine", "dlock_release_lock", "dlock_wait_lock"}}[driver]; !slices.Equal(got, want) {
 					t.Fatalf("up #%d: routines %v, want %v", round, got, want)
 				}
 				// The code's statements run against the migrated schema.
@@ -94,6 +95,19 @@ func TestDrift(t *testing.T) {
 					t.Fatal(err)
 				}
 				l.Close(ctx)
+				// So do advisory's, procedures included (dlock_wait_lock,
+				// dlock_release_lock on MySQL).
+				a, err := advisory.New(db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lease, err = a.Lock(ctx, "drift"); err != nil {
+					t.Fatalf("advisory lock on the migrated schema: %v", err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatalf("advisory unlock on the migrated schema: %v", err)
+				}
+				a.Close(ctx)
 				if err := migrations.Down(ctx, db); err != nil {
 					t.Fatalf("down #%d: %v", round, err)
 				}

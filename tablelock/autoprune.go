@@ -21,8 +21,8 @@ type pruneIdleKey struct{}
 
 // WithPruneIdle sets how long a name's row stays in the lock table after
 // its name was last locked: a Locker deletes older free rows itself, in
-// the background, with Prune, at most every tenth of idle (every minute
-// at most often), after a release, so a table of per-entity names (order
+// the background, with Prune, after a release, at most every tenth of
+// idle (every minute at most often; the first a minute after New), so a table of per-entity names (order
 // or user ids) holds the names used within idle, not every name ever
 // locked. The default is DefaultPruneIdle; MinPruneIdle is the shortest
 // (a shorter one is raised to it); 0 turns the background pruning off.
@@ -58,9 +58,17 @@ func newPruner(db *sql.DB, cfg dlock.Config) *pruner {
 	}
 	idle = max(idle, MinPruneIdle)
 	p := &pruner{db: db, log: cfg.Logger, idle: idle, interval: max(idle/10, time.Minute)}
+	// The first run comes firstPruneAfter after New, not with the first
+	// release: a Locker that lives for a few locks adds no statements,
+	// and a fleet that starts together does not prune together.
+	p.last = time.Now().Add(firstPruneAfter - p.interval)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
+
+// firstPruneAfter is how long a new Locker waits before its first
+// background prune.
+const firstPruneAfter = time.Minute
 
 // checkPruneIdle refuses a negative WithPruneIdle, before any I/O.
 func checkPruneIdle(cfg dlock.Config) error {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,19 +14,6 @@ import (
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
-
-// distinctNames is how many names TestManyDistinctNames locks:
-// DLOCK_DISTINCT_NAMES, or 5,000 (the figure is 200,000).
-func distinctNames(t *testing.T) int {
-	if s := os.Getenv("DLOCK_DISTINCT_NAMES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("DLOCK_DISTINCT_NAMES=%q: want a positive count", s)
-		}
-		return n
-	}
-	return 5_000
-}
 
 // Used for many names (order ids, user ids), every Lock succeeds, and the
 // table keeps only the names locked within the prune idle time: once the
@@ -45,16 +30,8 @@ func TestManyDistinctNames(t *testing.T) {
 			}
 			l := newLocker(t, db, tablelock.WithPruneIdle(tablelock.MinPruneIdle))
 			prefix := dlocktest.Name(t) + "."
-			n := distinctNames(t)
-			for i := range n {
-				lease, err := l.Lock(ctx, prefix+strconv.Itoa(i))
-				if err != nil {
-					t.Fatalf("Lock of distinct name %d of %d: %v", i+1, n, err)
-				}
-				if err := lease.Unlock(ctx); err != nil {
-					t.Fatalf("Unlock of distinct name %d of %d: %v", i+1, n, err)
-				}
-			}
+			n := testenv.DistinctNames(t, 5_000)
+			testenv.LockDistinct(t, ctx, l, prefix, n)
 			count := func() int {
 				var rows int
 				if err := db.QueryRowContext(ctx, "SELECT count(*) FROM dlock_locks").Scan(&rows); err != nil {

@@ -2,8 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,19 +9,6 @@ import (
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
-
-// distinctNames is how many names TestManyDistinctNames locks:
-// DLOCK_DISTINCT_NAMES, or 5,000 (the figure is 200,000).
-func distinctNames(t *testing.T) int {
-	if s := os.Getenv("DLOCK_DISTINCT_NAMES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("DLOCK_DISTINCT_NAMES=%q: want a positive count", s)
-		}
-		return n
-	}
-	return 5_000
-}
 
 // Used for many names, every Lock succeeds, and a name leaves one key
 // behind once unlocked, its fencing counter, which expires on its own a
@@ -34,16 +19,8 @@ func TestManyDistinctNames(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	prefix := dlocktest.Name(t) + "."
-	n := distinctNames(t)
-	for i := range n {
-		lease, err := l.Lock(ctx, prefix+strconv.Itoa(i))
-		if err != nil {
-			t.Fatalf("Lock of distinct name %d of %d: %v", i+1, n, err)
-		}
-		if err := lease.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock of distinct name %d of %d: %v", i+1, n, err)
-		}
-	}
+	n := testenv.DistinctNames(t, 5_000)
+	testenv.LockDistinct(t, ctx, l, prefix, n)
 	keys, err := c.Keys(ctx, "dlock:{"+prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package zklock_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +10,6 @@ import (
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
-
-// distinctNames is how many names TestManyDistinctNames locks:
-// DLOCK_DISTINCT_NAMES, or 1,000 (the figure is 200,000).
-func distinctNames(t *testing.T) int {
-	if s := os.Getenv("DLOCK_DISTINCT_NAMES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("DLOCK_DISTINCT_NAMES=%q: want a positive count", s)
-		}
-		return n
-	}
-	return 1_000
-}
 
 // Used for many names, every Lock succeeds, and a name leaves no node
 // behind once unlocked: its directory is a container node, which the
@@ -36,16 +21,8 @@ func TestManyDistinctNames(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	prefix := dlocktest.Name(t) + "."
-	n := distinctNames(t)
-	for i := range n {
-		lease, err := l.Lock(ctx, prefix+strconv.Itoa(i))
-		if err != nil {
-			t.Fatalf("Lock of distinct name %d of %d: %v", i+1, n, err)
-		}
-		if err := lease.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock of distinct name %d of %d: %v", i+1, n, err)
-		}
-	}
+	n := testenv.DistinctNames(t, 1_000)
+	testenv.LockDistinct(t, ctx, l, prefix, n)
 	escaped := escapeName(prefix)
 	left := func() int {
 		children, _, err := conn.Children(root)
