@@ -68,7 +68,8 @@ const myWaitCall = `CALL dlock_wait_lock(?, ?, ?, ?)`
 // leaves nothing behind once unlocked.
 const myReleaseCall = `CALL dlock_release_lock(?, ?)`
 
-// myReleaseRow is myReleaseCall's first half, where it cannot be called.
+// myReleaseRow is myReleaseCall's first half, where it cannot be called,
+// and what a wait interrupted after its grant gives up (giveUpAll).
 const myReleaseRow = `DELETE FROM dlock_fences WHERE name = ? AND session = CONNECTION_ID()`
 
 // The statements of a hold run with their arguments inlined
@@ -247,12 +248,10 @@ func (*mysql) interrupt(ctx context.Context, db *sql.DB, id int64) error {
 	return err
 }
 
-// myGiveUpAll releases every lock of the session and deletes its holder
-// row of name (RELEASE_ALL_LOCKS: MySQL 5.7, MariaDB 10.5).
-const myGiveUpAll = `DELETE FROM dlock_fences WHERE name = ? AND session = CONNECTION_ID()`
-
+// giveUpAll deletes the session's holder row of name and releases every
+// lock of the session (RELEASE_ALL_LOCKS: MySQL 5.7, MariaDB 10.5).
 func (*mysql) giveUpAll(ctx context.Context, s *session, name string) error {
-	if _, err := s.conn.ExecContext(ctx, sqldialect.MySQLInline(myGiveUpAll, name)); err != nil {
+	if _, err := s.conn.ExecContext(ctx, sqldialect.MySQLInline(myReleaseRow, name)); err != nil {
 		return err
 	}
 	_, err := s.conn.ExecContext(ctx, "DO RELEASE_ALL_LOCKS()")
