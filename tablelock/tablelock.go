@@ -55,6 +55,7 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 		return nil, err
 	}
 	if err := checkPruneIdle(c.Config()); err != nil {
+		_ = c.Close(context.Background()) // holds nothing yet: no I/O
 		return nil, err
 	}
 	b.log = c.Config().Logger
