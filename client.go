@@ -248,7 +248,7 @@ func notAcquired(ctx context.Context, name, whom string) error {
 // Who a Lock whose ctx ended was waiting for.
 const (
 	byNobody    = "was not tried: ctx had ended"
-	byOwner     = "is held by another owner"
+	byOwner     = "was not granted before ctx ended: another owner held it, or the server or pool did not answer"
 	byThisChain = "is held by another call chain of this process (a chain re-enters a hold only through ctx: see ContextWithLease)"
 )
 
