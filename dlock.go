@@ -121,10 +121,8 @@ func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lea
 	if err != nil {
 		return err
 	}
-	workCtx, cancel := context.WithCancelCause(ContextWithLease(ctx, lease))
-	stop := context.AfterFunc(leaseContext{lease}, func() { cancel(lease.Err()) })
+	workCtx, cancel := LeaseContext(ctx, lease)
 	defer func() {
-		stop()
 		cancel(nil)
 		if lostErr := lease.Err(); lostErr != nil && !errors.Is(lostErr, ErrUnlocked) {
 			err = errjoin.Join(err, lostErr)
@@ -135,6 +133,20 @@ func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lea
 		err = errjoin.Join(err, lease.Unlock(unlockCtx))
 	}()
 	return fn(workCtx, lease)
+}
+
+// LeaseContext returns a copy of ctx that carries lease (as
+// ContextWithLease does) and is cancelled when the lease ends, with its
+// Err as the cause, or when cancel is called. It is the context Do hands
+// its fn, for code that holds a lease in other ways (an election's
+// leader, a scheduled job's run). Call cancel when the work is done.
+func LeaseContext(ctx context.Context, lease Lease) (context.Context, context.CancelCauseFunc) {
+	work, cancel := context.WithCancelCause(ContextWithLease(ctx, lease))
+	stop := context.AfterFunc(leaseContext{lease}, func() { cancel(lease.Err()) })
+	return work, func(cause error) {
+		stop()
+		cancel(cause)
+	}
 }
 
 // leaseContext is a context that is done when its lease ends, for

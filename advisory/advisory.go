@@ -18,6 +18,7 @@ import (
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/sqlrecord"
 	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
@@ -57,6 +58,7 @@ type Locker struct {
 var (
 	_ dlock.Locker    = (*Locker)(nil)
 	_ dlock.Inspector = (*Locker)(nil)
+	_ dlock.Recorder  = (*Locker)(nil)
 )
 
 // New returns a Locker on db, a PostgreSQL 14+ or MySQL/MariaDB database
@@ -197,6 +199,7 @@ var (
 	_ driver.DeadlineBound = (*backend)(nil)
 	_ driver.TTLBounded    = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
+	_ dlock.Recorder       = (*backend)(nil)
 )
 
 // BoundsCalls reports whether db's driver is pgx's stdlib or
@@ -598,3 +601,14 @@ func (b *backend) MaxTTL() time.Duration { return MaxTTL }
 // millis is d as idle_session_timeout takes it: whole milliseconds,
 // rounded up.
 func millis(d time.Duration) int64 { return timeunit.Ceil(d, time.Millisecond) }
+
+// Record implements dlock.Recorder in the dlock_records table (MySQL
+// migration 000010, PostgreSQL 000007).
+func (b *backend) Record(ctx context.Context, name string, token uint64, value []byte) error {
+	return sqlrecord.Write(ctx, b.db, name, token, value)
+}
+
+// Recorded implements dlock.Recorder.
+func (b *backend) Recorded(ctx context.Context, name string) (dlock.Record, bool, error) {
+	return sqlrecord.Read(ctx, b.db, name)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/sqlrecord"
 )
 
 // Table is the lock table, as created by package migrations.
@@ -36,6 +37,7 @@ type Locker struct {
 var (
 	_ dlock.Locker    = (*Locker)(nil)
 	_ dlock.Inspector = (*Locker)(nil)
+	_ dlock.Recorder  = (*Locker)(nil)
 )
 
 // New returns a Locker on db, a PostgreSQL or MySQL/MariaDB database whose
@@ -106,6 +108,7 @@ var (
 	_ driver.Leaver        = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
+	_ dlock.Recorder       = (*backend)(nil)
 )
 
 func (b *backend) get(ctx context.Context) (dialectBackend, error) {
@@ -266,4 +269,15 @@ func boolInt(b bool) int64 {
 
 func notHeld(h driver.Hold) error {
 	return fmt.Errorf("%w: %q is not held by %q with token %d", dlock.ErrNotHeld, h.Name, h.Owner, h.Token)
+}
+
+// Record implements dlock.Recorder in the dlock_records table (MySQL
+// migration 000010, PostgreSQL 000007).
+func (b *backend) Record(ctx context.Context, name string, token uint64, value []byte) error {
+	return sqlrecord.Write(ctx, b.db, name, token, value)
+}
+
+// Recorded implements dlock.Recorder.
+func (b *backend) Recorded(ctx context.Context, name string) (dlock.Record, bool, error) {
+	return sqlrecord.Read(ctx, b.db, name)
 }

@@ -27,6 +27,7 @@ func keysFor(name string) keys {
 
 func (k keys) lock() string        { return k.tag }
 func (k keys) fence() string       { return k.tag + ":fence" }
+func (k keys) record() string      { return k.tag + ":record" } // dlock.Recorder
 func (k keys) channel() string     { return k.tag + releasedSuffix }
 func (k keys) lockWaiters() string { return k.tag + lockWaitersSuffix } // New's waiters
 func (k keys) queue() string       { return k.tag + ":queue" }          // fair lock

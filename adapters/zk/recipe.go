@@ -34,6 +34,17 @@ type holdNode struct {
 // ensureDir creates root (persistent) and the lock's directory (a
 // container, which the server removes once empty).
 func (b *backend) ensureDir(dir string) error {
+	if err := b.ensureRoot(); err != nil {
+		return err
+	}
+	if _, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	return nil
+}
+
+// ensureRoot creates root and its parents (persistent nodes).
+func (b *backend) ensureRoot() error {
 	parts := strings.Split(strings.TrimPrefix(b.root, "/"), "/")
 	p := ""
 	for _, part := range parts {
@@ -44,9 +55,6 @@ func (b *backend) ensureDir(dir string) error {
 		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
-	}
-	if _, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return err
 	}
 	return nil
 }

@@ -1,0 +1,1 @@
+DROP TABLE dlock_records;
