@@ -141,9 +141,17 @@ func (r *Runner) Begin(ctx context.Context, name string, lockAtMostFor, lockAtLe
 }
 
 func (r *Runner) check(ctx context.Context, name string, atMost, atLeast time.Duration) error {
-	switch {
-	case ctx == nil:
+	if ctx == nil {
 		return errors.New("schedlock: nil Context")
+	}
+	return r.Validate(name, atMost, atLeast)
+}
+
+// Validate returns the error Run and Begin would return, before any I/O,
+// for these arguments: for schedulers' adapters, which take them once and
+// run the job many times.
+func (r *Runner) Validate(name string, atMost, atLeast time.Duration) error {
+	switch {
 	case atMost <= 0:
 		return fmt.Errorf("schedlock: job %q: lockAtMostFor %v: not positive", name, atMost)
 	case atLeast < 0 || atLeast > atMost:
