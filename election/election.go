@@ -289,6 +289,14 @@ func newLeadership(e *Election, lease dlock.Lease, value string) *Leadership {
 // writes, so that they refuse a deposed leader's late writes.
 func (l *Leadership) Term() uint64 { return l.lease.Token() }
 
+// Lease returns the lease behind the leadership: for its Deadline, and
+// for Refresh on a Locker made WithoutAutoRenew. End leadership with
+// Resign, not with the lease's Unlock, which does not wait for the work.
+func (l *Leadership) Lease() dlock.Lease { return l.lease }
+
+// Owner returns the leader's owner id, as Leader reports it.
+func (l *Leadership) Owner() string { return l.lease.Owner() }
+
 // Value returns the value last published.
 func (l *Leadership) Value() string {
 	l.mu.Lock()

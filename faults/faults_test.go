@@ -60,6 +60,10 @@ const (
 	envChains = "DLOCK_FAULT_CHAINS"
 	// envResourceDSN is the resource's database, which no fault touches.
 	envResourceDSN = "DLOCK_FAULT_RESOURCE_DSN"
+	// envElection, when set, makes the worker campaign in an election
+	// (package election) instead of locking: a grant is a Campaign won,
+	// a token a term, a release a Resign.
+	envElection = "DLOCK_FAULT_ELECTION"
 )
 
 func TestMain(m *testing.M) {
@@ -225,6 +229,9 @@ func worker(backend string) int {
 		return fail(fmt.Errorf("unknown backend %q", backend))
 	}
 	defer closeLocker()
+	if os.Getenv(envElection) != "" {
+		locker = campaigner{locker}
+	}
 	db, err := sql.Open("pgx", os.Getenv(envResourceDSN))
 	if err != nil {
 		return fail(err)
