@@ -88,6 +88,14 @@ type Inspector interface {
 	Inspect(ctx context.Context, name string) (h Holder, ok bool, err error)
 }
 
+// Identifier is implemented by Lockers that can name the lock service they
+// talk to the same way in every process (a server address, a root path).
+// Client implements it from its backend's own Identity method, or the
+// backend's type.
+type Identifier interface {
+	Identity() string
+}
+
 // Do runs fn while holding name: it locks (waiting as Lock does), calls fn
 // with the lease and a context that carries it (so fn's own Locks of name
 // on l re-enter) and is cancelled, with the loss as its cause, if the

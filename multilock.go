@@ -20,14 +20,6 @@ type Part struct {
 	Name   string
 }
 
-// Identifier is implemented by Lockers that can name the lock service they
-// talk to the same way in every process (a server address, a root path).
-// Client implements it from its backend's own Identity method, or the
-// backend's type.
-type Identifier interface {
-	Identity() string
-}
-
 // LockAll takes every part, waiting as Lock does, and returns one Lease
 // for all of them. Parts are taken in one canonical order, by name and
 // then by their Locker's Identity, the same in every process, so two
