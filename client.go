@@ -49,6 +49,12 @@ type Client struct {
 	closing  context.Context // cancelled by Close
 	closeAll context.CancelFunc
 	wg       sync.WaitGroup // watchdogs and background releases
+	// lingering counts the releases of session-bound holds retried in
+	// the background (see releaseLater), which Close awaits for a bound
+	// and then leaves running while their sessions live; idle is closed
+	// when it drops to 0.
+	lingering int
+	idle      chan struct{}
 	workers  *workers       // run backend calls (see call and withinCtx)
 }
 
@@ -466,7 +472,9 @@ func (c *Client) newOwner() string {
 // when ctx has already ended, each bounded by DefaultReleaseTimeout, so a
 // shutdown context cannot leave locks held for a TTL; Close returns when
 // they are done or that bound has passed. A release that fails is retried
-// until the bound. Close does not close the connections or clients the
+// until the bound; one that must go on while its session lives (a lock
+// that ends with its session) is awaited for that bound too, and then
+// goes on in the background. Close does not close the connections or clients the
 // backend was given: they belong to the caller. Close twice is a no-op.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
@@ -502,6 +510,9 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	c.wg.Wait()
+	if !c.awaitLingering(DefaultReleaseTimeout) {
+		c.cfg.Logger.Warn("dlock: Close: releases of session-bound locks still retrying; they go on while their sessions live")
+	}
 	return errjoin.Join(errs...)
 }
 

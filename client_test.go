@@ -636,6 +636,31 @@ func TestSessionBoundReleaseIsNeverAbandoned(t *testing.T) {
 	}
 }
 
+// Close awaits a session-bound release being retried in the background
+// (bounded by DefaultReleaseTimeout): a process that closes its Locker
+// and exits right after has released what it could.
+func TestCloseAwaitsLingeringReleases(t *testing.T) {
+	m := newMemory()
+	m.sessions = true
+	c := newClient(t, sessionMemory{m}, dlock.WithTTL(time.Second))
+	ctx := context.Background()
+	lease, err := c.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fail(errUnreachable)
+	if err := lease.Unlock(ctx); err == nil {
+		t.Fatal("Unlock with the server unreachable succeeded")
+	}
+	time.AfterFunc(300*time.Millisecond, func() { m.fail(nil) })
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, _ := m.Inspect(ctx, "x"); held {
+		t.Fatal("Close returned before the lingering release, which could succeed within its bound, was made")
+	}
+}
+
 // heldName returns a Client on a fresh in-memory backend, a name, and the
 // Client's lease of it.
 func heldName(t *testing.T) (*dlock.Client, string, dlock.Lease) {

@@ -93,6 +93,7 @@ type Inspector interface {
 // Client implements it from its backend's own Identity method, or the
 // backend's type.
 type Identifier interface {
+	// Identity names the lock service, the same in every process.
 	Identity() string
 }
 

@@ -177,7 +177,7 @@ func (c *Client) releaseLater(h *hold, first error) {
 	sessionBound := c.sessionBound()
 	run := c.background
 	if sessionBound {
-		run = func(f func()) { go f() } // outlives Close while the session lives
+		run = c.linger // outlives Close while the session lives
 	}
 	run(func() {
 		err := first
@@ -206,4 +206,45 @@ func (c *Client) releaseLater(h *hold, first error) {
 			}
 		}
 	})
+}
+
+// linger runs f, a session-bound release, on a goroutine of its own that
+// Close awaits only for a bound (see awaitLingering).
+func (c *Client) linger(f func()) {
+	c.mu.Lock()
+	if c.lingering == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.lingering++
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.lingering--; c.lingering == 0 {
+				close(c.idle)
+			}
+		}()
+		f()
+	}()
+}
+
+// awaitLingering waits at most d for the lingering releases to end and
+// reports whether they did.
+func (c *Client) awaitLingering(d time.Duration) bool {
+	c.mu.Lock()
+	idle := c.idle
+	n := c.lingering
+	c.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
