@@ -93,6 +93,40 @@ type workerSpec struct {
 	strategyID string
 }
 
+// check refuses options out of range.
+func (o options) check() error {
+	switch {
+	case o.db != "postgres" && o.db != "mysql":
+		return fmt.Errorf("--db must be postgres or mysql, got %q", o.db)
+	case o.stock <= 0:
+		return fmt.Errorf("--stock must be positive, got %d", o.stock)
+	case o.buyers <= 0:
+		return fmt.Errorf("--buyers must be positive, got %d", o.buyers)
+	case o.users < 0:
+		return fmt.Errorf("--users must not be negative, got %d", o.users)
+	case o.procs <= 0:
+		return fmt.Errorf("--procs must be positive, got %d", o.procs)
+	case o.segments <= 0:
+		return fmt.Errorf("--segments must be positive, got %d", o.segments)
+	}
+	return nil
+}
+
+// strategiesOf reads --strategy: "all", or a comma-separated list.
+func strategiesOf(flag string) ([]string, error) {
+	if flag == "all" {
+		return strategyNames, nil
+	}
+	var out []string
+	for _, s := range strings.Split(flag, ",") {
+		if !slices.Contains(strategyNames, s) {
+			return nil, fmt.Errorf("unknown strategy %q; choose from all, %s", s, strings.Join(strategyNames, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 func parse(cmd string, args []string) (options, *workerSpec, error) {
 	fs := flag.NewFlagSet("seckill "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -125,32 +159,15 @@ func parse(cmd string, args []string) (options, *workerSpec, error) {
 	if fs.NArg() > 0 {
 		return o, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	switch {
-	case o.db != "postgres" && o.db != "mysql":
-		return o, nil, fmt.Errorf("--db must be postgres or mysql, got %q", o.db)
-	case o.stock <= 0:
-		return o, nil, fmt.Errorf("--stock must be positive, got %d", o.stock)
-	case o.buyers <= 0:
-		return o, nil, fmt.Errorf("--buyers must be positive, got %d", o.buyers)
-	case o.users < 0:
-		return o, nil, fmt.Errorf("--users must not be negative, got %d", o.users)
-	case o.procs <= 0:
-		return o, nil, fmt.Errorf("--procs must be positive, got %d", o.procs)
-	case o.segments <= 0:
-		return o, nil, fmt.Errorf("--segments must be positive, got %d", o.segments)
+	if err := o.check(); err != nil {
+		return o, nil, err
 	}
 	if o.users == 0 {
 		o.users = 2 * o.stock
 	}
-	if strategy == "all" {
-		o.strategies = strategyNames
-	} else {
-		for _, s := range strings.Split(strategy, ",") {
-			if !slices.Contains(strategyNames, s) {
-				return o, nil, fmt.Errorf("unknown strategy %q; choose from all, %s", s, strings.Join(strategyNames, ", "))
-			}
-			o.strategies = append(o.strategies, s)
-		}
+	var err error
+	if o.strategies, err = strategiesOf(strategy); err != nil {
+		return o, nil, err
 	}
 	if cmd == "worker" {
 		if len(o.strategies) != 1 {
@@ -288,17 +305,35 @@ func run(o options) (err error) {
 			return err
 		}
 	}
+	rows, err := saleRows(ctx, e, o)
+	if err != nil {
+		return err
+	}
+	if o.chart != "" {
+		if err := os.WriteFile(o.chart, []byte(chart(rows, o)), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return report(os.Stdout, rows, o)
+}
+
+// saleRows runs each strategy's sale and returns the report's rows.
+func saleRows(ctx context.Context, e *env, o options) ([]row, error) {
 	var rows []row
 	for i, name := range o.strategies {
-		goods := int64(i + 1)
 		r := row{Strategy: name}
-		res, tally, err := sale(ctx, e, o, name, goods)
+		res, tally, err := sale(ctx, e, o, name, int64(i+1))
 		switch {
 		case errors.Is(err, errSkipped):
 			r.Skipped = strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
 			fmt.Fprintf(os.Stderr, "%-12s skipped: %s\n", name, r.Skipped)
 		case err != nil:
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		default:
 			r.Orders, r.StockLeft, r.Duplicates, r.Failures = tally.Orders, tally.StockLeft, tally.Duplicates, res.Failures
 			r.Oversold = max(tally.Orders-o.stock, 0)
@@ -315,17 +350,7 @@ func run(o options) (err error) {
 			}
 		}
 	}
-	if o.chart != "" {
-		if err := os.WriteFile(o.chart, []byte(chart(rows, o)), 0o644); err != nil {
-			return err
-		}
-	}
-	if o.json {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	return report(os.Stdout, rows, o)
+	return rows, nil
 }
 
 var errSkipped = errors.New("skipped")

@@ -50,42 +50,60 @@ func lessons(rows []row, o options) []string {
 			base = &rows[i]
 		}
 	}
-	var faster, slower, steadier []string
+	var vs versus
 	for _, r := range rows {
-		switch {
-		case r.Skipped != "":
-			continue
-		case r.Oversold > 0:
-			out = append(out, fmt.Sprintf("%s sold %d units of a stock of %d: concurrent buyers overwrote each other's decrements.", r.Strategy, r.Orders, o.stock))
-			continue
-		case !exact(r, o):
-			out = append(out, fmt.Sprintf("%s was not exact: %d orders, %d left in stock, %d duplicates, %d errors.", r.Strategy, r.Orders, r.StockLeft, r.Duplicates, r.Failures))
-			continue
-		case base == nil || r.Strategy == base.Strategy:
-			continue
-		}
-		switch ratio := r.OrdersPerS / base.OrdersPerS; {
-		case ratio >= 1.1:
-			faster = append(faster, fmt.Sprintf("%s %.1f×", r.Strategy, ratio))
-		case ratio <= 0.9:
-			slower = append(slower, fmt.Sprintf("%s %.2f×", r.Strategy, ratio))
-		}
-		if r.P99ms < base.P99ms {
-			steadier = append(steadier, r.Strategy)
+		if what := inexact(r, o); what != "" {
+			out = append(out, what)
+		} else if r.Skipped == "" && base != nil && r.Strategy != base.Strategy {
+			vs.add(r, *base)
 		}
 	}
 	if base == nil {
 		return out
 	}
-	if len(faster) > 0 {
+	return append(out, vs.say(*base, o)...)
+}
+
+// inexact says how r's sale was wrong: oversold, or not exact; "" when it
+// was exact or skipped.
+func inexact(r row, o options) string {
+	switch {
+	case r.Skipped != "":
+		return ""
+	case r.Oversold > 0:
+		return fmt.Sprintf("%s sold %d units of a stock of %d: concurrent buyers overwrote each other's decrements.", r.Strategy, r.Orders, o.stock)
+	case !exact(r, o):
+		return fmt.Sprintf("%s was not exact: %d orders, %d left in stock, %d duplicates, %d errors.", r.Strategy, r.Orders, r.StockLeft, r.Duplicates, r.Failures)
+	}
+	return ""
+}
+
+// versus sorts the exact strategies against the atomic UPDATE.
+type versus struct{ faster, slower, steadier []string }
+
+func (v *versus) add(r, base row) {
+	switch ratio := r.OrdersPerS / base.OrdersPerS; {
+	case ratio >= 1.1:
+		v.faster = append(v.faster, fmt.Sprintf("%s %.1f×", r.Strategy, ratio))
+	case ratio <= 0.9:
+		v.slower = append(v.slower, fmt.Sprintf("%s %.2f×", r.Strategy, ratio))
+	}
+	if r.P99ms < base.P99ms {
+		v.steadier = append(v.steadier, r.Strategy)
+	}
+}
+
+func (v *versus) say(base row, o options) []string {
+	var out []string
+	if len(v.faster) > 0 {
 		out = append(out, fmt.Sprintf("Faster than the atomic UPDATE in this run: %s. Each shares one Locker between its buyers, who queue in the process, so the database sees one client at a time instead of %d racing one row.",
-			strings.Join(faster, ", "), o.buyers*o.procs))
+			strings.Join(v.faster, ", "), o.buyers*o.procs))
 	}
-	if len(slower) > 0 {
-		out = append(out, fmt.Sprintf("Slower than the atomic UPDATE in this run: %s: a lock costs round trips the single conditional UPDATE does not make.", strings.Join(slower, ", ")))
+	if len(v.slower) > 0 {
+		out = append(out, fmt.Sprintf("Slower than the atomic UPDATE in this run: %s: a lock costs round trips the single conditional UPDATE does not make.", strings.Join(v.slower, ", ")))
 	}
-	if len(steadier) > 0 {
-		out = append(out, fmt.Sprintf("A lower p99 than the atomic UPDATE's (%.1f ms): %s.", base.P99ms, strings.Join(steadier, ", ")))
+	if len(v.steadier) > 0 {
+		out = append(out, fmt.Sprintf("A lower p99 than the atomic UPDATE's (%.1f ms): %s.", base.P99ms, strings.Join(v.steadier, ", ")))
 	}
 	return out
 }

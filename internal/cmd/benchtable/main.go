@@ -89,8 +89,36 @@ func machine() string {
 }
 
 func run(in io.Reader, out io.Writer) error {
-	metrics := map[key]map[string][]float64{}
-	var order []key
+	res, err := parse(in)
+	if err != nil {
+		return err
+	}
+	first := true
+	for _, t := range res.tables() {
+		if len(t.rows) == 0 {
+			continue
+		}
+		if !first {
+			fmt.Fprintln(out)
+		}
+		first = false
+		if err := res.write(out, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// results are the benchmark lines of a run: each benchmark's values by
+// unit, in the order the benchmarks first appeared.
+type results struct {
+	metrics map[key]map[string][]float64
+	order   []key
+}
+
+// parse reads go test -bench output.
+func parse(in io.Reader) (*results, error) {
+	res := &results{metrics: map[key]map[string][]float64{}}
 	pkg := ""
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
@@ -99,149 +127,165 @@ func run(in io.Reader, out io.Writer) error {
 			pkg = strings.TrimPrefix(p, "github.com/dlockhq/dlock/")
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
-		}
-		name := f[0]
-		if i := strings.LastIndex(name, "-"); i > 0 {
-			name = name[:i] // drop -GOMAXPROCS
-		}
-		k := key{pkg, strings.TrimPrefix(name, "Benchmark")}
-		if metrics[k] == nil {
-			metrics[k] = map[string][]float64{}
-			order = append(order, k)
-		}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			metrics[k][f[i+1]] = append(metrics[k][f[i+1]], v)
-		}
+		res.add(pkg, strings.Fields(line))
 	}
 	if err := sc.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	if len(order) == 0 {
-		return fmt.Errorf("no benchmark results on standard input")
+	if len(res.order) == 0 {
+		return nil, fmt.Errorf("no benchmark results on standard input")
 	}
-	median := func(k key, unit string) string {
-		vs := slices.Clone(metrics[k][unit])
-		if len(vs) == 0 {
-			return "–"
-		}
-		slices.Sort(vs)
-		v := vs[len(vs)/2]
-		switch {
-		case v >= 1e6 && strings.HasSuffix(unit, "ns") || unit == "ns/cycle" || unit == "gap-ns" || unit == "rtt-ns":
-			return fmt.Sprintf("%.0f µs", v/1e3)
-		case unit == "retook-%":
-			return fmt.Sprintf("%.0f%%", v)
-		case strings.HasSuffix(unit, "-ms"):
-			return fmt.Sprintf("%.1f ms", v)
-		case unit == "allocs/op" || v >= 100:
-			return fmt.Sprintf("%.0f", v)
-		}
-		return fmt.Sprintf("%.2f", v)
+	return res, nil
+}
+
+// add records a benchmark line of pkg, split into fields; other lines
+// are ignored.
+func (res *results) add(pkg string, f []string) {
+	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		return
 	}
-	value := func(k key, unit string) float64 {
-		vs := slices.Clone(metrics[k][unit])
-		if len(vs) == 0 {
-			return 0
-		}
-		slices.Sort(vs)
-		return vs[len(vs)/2]
+	name := f[0]
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		name = name[:i] // drop -GOMAXPROCS
 	}
-	// The best peer on the same server by unit (W1: the fastest cycle, or
-	// the fewest round trips per cycle; W2: the most acquisitions per
-	// second; W3: the most orders per second).
-	vsPeer := func(k key, unit string) string {
-		r := describe(k)
-		if r.peer || r.workload == "herd" {
-			return ""
-		}
-		better := func(a, b float64) bool { return a < b }
-		if unit == "acq/s" || unit == "orders/s" {
-			better = func(a, b float64) bool { return a > b }
-		}
-		best, name, bestKey := 0.0, "", key{}
-		for _, o := range order {
-			d := describe(o)
-			if d.peer && d.workload == r.workload && d.server == r.server {
-				if v := value(o, unit); v > 0 && (name == "" || better(v, best)) {
-					best, name, bestKey = v, d.label, o
-				}
-			}
-		}
-		if name == "" {
-			return ""
-		}
-		med, lo, hi, paired := ratio(metrics[k][unit], metrics[bestKey][unit])
-		if !paired || lo == hi {
-			return fmt.Sprintf("%.2f× %s", med, name)
-		}
-		return fmt.Sprintf("%.2f× %s (%.2f–%.2f)", med, name, lo, hi)
+	k := key{pkg, strings.TrimPrefix(name, "Benchmark")}
+	if res.metrics[k] == nil {
+		res.metrics[k] = map[string][]float64{}
+		res.order = append(res.order, k)
 	}
-	byWorkload := func(match func(string) bool) []key {
-		var ks []key
-		for _, k := range order {
-			if match(describe(k).workload) {
-				ks = append(ks, k)
-			}
+	for i := 2; i+1 < len(f); i += 2 {
+		if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+			res.metrics[k][f[i+1]] = append(res.metrics[k][f[i+1]], v)
 		}
-		return ks
 	}
-	tables := []struct {
-		title, header string
-		rows          []key
-		row           func(k key, r row) string
-	}{
+}
+
+// value is the median of k's unit, 0 when it has none.
+func (res *results) value(k key, unit string) float64 {
+	vs := slices.Clone(res.metrics[k][unit])
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+// median is value, formatted for its unit; "–" when there is none.
+func (res *results) median(k key, unit string) string {
+	if len(res.metrics[k][unit]) == 0 {
+		return "–"
+	}
+	v := res.value(k, unit)
+	switch {
+	case v >= 1e6 && strings.HasSuffix(unit, "ns") || unit == "ns/cycle" || unit == "gap-ns" || unit == "rtt-ns":
+		return fmt.Sprintf("%.0f µs", v/1e3)
+	case unit == "retook-%":
+		return fmt.Sprintf("%.0f%%", v)
+	case strings.HasSuffix(unit, "-ms"):
+		return fmt.Sprintf("%.1f ms", v)
+	case unit == "allocs/op" || v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// vsPeer is k's unit over the best peer's on the same server (W1: the
+// fastest cycle, or the fewest round trips per cycle; W2: the most
+// acquisitions per second; W3: the most orders per second); "" for a
+// peer, the herd, or a row with no peer.
+func (res *results) vsPeer(k key, unit string) string {
+	r := describe(k)
+	if r.peer || r.workload == "herd" {
+		return ""
+	}
+	bestKey, ok := res.bestPeer(r, unit)
+	if !ok {
+		return ""
+	}
+	name := describe(bestKey).label
+	med, lo, hi, paired := ratio(res.metrics[k][unit], res.metrics[bestKey][unit])
+	if !paired || lo == hi {
+		return fmt.Sprintf("%.2f× %s", med, name)
+	}
+	return fmt.Sprintf("%.2f× %s (%.2f–%.2f)", med, name, lo, hi)
+}
+
+// bestPeer is the peer of r's workload and server with the best unit.
+func (res *results) bestPeer(r row, unit string) (key, bool) {
+	better := func(a, b float64) bool { return a < b }
+	if unit == "acq/s" || unit == "orders/s" {
+		better = func(a, b float64) bool { return a > b }
+	}
+	best, found, bestKey := 0.0, false, key{}
+	for _, o := range res.order {
+		d := describe(o)
+		if !d.peer || d.workload != r.workload || d.server != r.server {
+			continue
+		}
+		if v := res.value(o, unit); v > 0 && (!found || better(v, best)) {
+			best, found, bestKey = v, true, o
+		}
+	}
+	return bestKey, found
+}
+
+// byWorkload is the benchmarks whose workload match accepts, in order.
+func (res *results) byWorkload(match func(string) bool) []key {
+	var ks []key
+	for _, k := range res.order {
+		if match(describe(k).workload) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// table is one table of the report.
+type table struct {
+	title, header string
+	rows          []key
+	row           func(k key, r row) string
+}
+
+func (res *results) tables() []table {
+	median, vsPeer := res.median, res.vsPeer
+	return []table{
 		{"W1: one client locks and unlocks a name", "backend\tcycle\tround trip\tcycle/rtt\tallocs\t÷ best peer\tcycle/rtt ÷ best peer\truns",
-			byWorkload(func(w string) bool { return w == "W1" }),
+			res.byWorkload(func(w string) bool { return w == "W1" }),
 			func(k key, r row) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", r.label, median(k, "ns/cycle"), median(k, "rtt-ns"),
 					median(k, "rtts/cycle"), median(k, "allocs/op"), vsPeer(k, "ns/cycle"), vsPeer(k, "rtts/cycle"))
 			}},
 		{"W2: clients contend for one name", "backend\tclients\tacq/s\thand-off gap\tgap/rtt\treleaser re-took\tlost\tviolations\t÷ best peer\truns",
-			byWorkload(func(w string) bool { return strings.HasPrefix(w, "W2") }),
+			res.byWorkload(func(w string) bool { return strings.HasPrefix(w, "W2") }),
 			func(k key, r row) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.label, strings.TrimPrefix(r.workload, "W2 ×"), median(k, "acq/s"),
 					median(k, "gap-ns"), median(k, "gap-rtts"), median(k, "retook-%"), median(k, "lost-updates"),
 					median(k, "violations"), vsPeer(k, "acq/s"))
 			}},
 		{"Herd: 64 waiters, server requests per hand-off", "backend\trequests/hand-off\twith 10 ms holds\truns",
-			byWorkload(func(w string) bool { return w == "herd" }),
+			res.byWorkload(func(w string) bool { return w == "herd" }),
 			func(k key, r row) string {
 				return fmt.Sprintf("%s\t%s\t%s", r.label, median(k, "requests/hand-off"), median(k, "held-requests/hand-off"))
 			}},
 		{"W3: a flash sale, 100 buyers", "backend\torders/s\tp50\tp99\t÷ best peer\truns",
-			byWorkload(func(w string) bool { return w == "W3" }),
+			res.byWorkload(func(w string) bool { return w == "W3" }),
 			func(k key, r row) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.label, median(k, "orders/s"), median(k, "p50-ms"),
 					median(k, "p99-ms"), vsPeer(k, "orders/s"))
 			}},
 	}
-	first := true
-	for _, t := range tables {
-		if len(t.rows) == 0 {
-			continue
-		}
-		if !first {
-			fmt.Fprintln(out)
-		}
-		first = false
-		fmt.Fprintln(out, t.title)
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, t.header+"\t")
-		for _, k := range t.rows {
-			fmt.Fprintf(tw, "%s\t%d\t\n", t.row(k, describe(k)), len(metrics[k]["ns/op"]))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+}
+
+// write writes table t.
+func (res *results) write(out io.Writer, t table) error {
+	fmt.Fprintln(out, t.title)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, t.header+"\t")
+	for _, k := range t.rows {
+		fmt.Fprintf(tw, "%s\t%d\t\n", t.row(k, describe(k)), len(res.metrics[k]["ns/op"]))
 	}
-	return nil
+	return tw.Flush()
 }
 
 // row is what a benchmark's name says: its workload, the row's label, the
