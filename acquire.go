@@ -29,27 +29,14 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 		if err != nil {
 			return nil, c.failed(ctx, &w, err)
 		}
-		if g.Acquired && !g.Since.IsZero() && g.Since.Before(sent) {
-			sent = g.Since // granted on the waiter's behalf, before this attempt
-		}
-		if term := termOf(h, g); g.Acquired && (time.Since(sent) > confirmAfter(g, term) || term < h.TTL && !c.cfg.AutoRenew) {
-			// A slow grant (a wait in the server's queue, or a request
-			// that hung on a frozen server or a slow link): the server may
-			// have granted the lock at any time since sent, so its TTL
-			// there began at an unknown point after it, and the client's
-			// deadline, counted from sent, may already have passed. Or a
-			// first term shorter than the TTL, with no watchdog to renew
-			// within it. Renew once and count the TTL from there, or Lock
-			// would hand over a lease that is lost on arrival.
-			if sent, err = c.confirm(ctx, h, g); err != nil {
-				if errors.Is(err, ErrNotHeld) {
-					continue // lost in between: wait again
-				}
-				return nil, c.failed(ctx, &w, fmt.Errorf("confirming the grant: %w", err))
-			}
-			g.Term = 0
-		}
 		if g.Acquired {
+			g, sent, err = c.settleGrant(ctx, h, g, sent)
+			switch {
+			case errors.Is(err, ErrNotHeld):
+				continue // lost before it was confirmed: wait again
+			case err != nil:
+				return nil, c.failed(ctx, &w, err)
+			}
 			return c.grant(h, g, sent)
 		}
 		if !wait {
@@ -60,6 +47,36 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			return nil, c.failed(ctx, &w, err)
 		}
 	}
+}
+
+// settleGrant returns g and when its lease counts from: when the attempt
+// was sent (or, for a grant the server made on the waiter's behalf,
+// before it), or, for a grant it cannot date safely, after a renewal that
+// confirms it (the grant's term then is the TTL). An error wrapping
+// ErrNotHeld says the hold was lost before it could be confirmed.
+func (c *Client) settleGrant(ctx context.Context, h *hold, g driver.Grant, sent time.Time) (driver.Grant, time.Time, error) {
+	if !g.Since.IsZero() && g.Since.Before(sent) {
+		sent = g.Since // granted on the waiter's behalf, before this attempt
+	}
+	if term := termOf(h, g); time.Since(sent) <= confirmAfter(g, term) && (term >= h.TTL || c.cfg.AutoRenew) {
+		return g, sent, nil
+	}
+	// A slow grant (a wait in the server's queue, or a request that hung
+	// on a frozen server or a slow link): the server may have granted the
+	// lock at any time since sent, so its TTL there began at an unknown
+	// point after it, and the client's deadline, counted from sent, may
+	// already have passed. Or a first term shorter than the TTL, with no
+	// watchdog to renew within it. Renew once and count the TTL from
+	// there, or Lock would hand over a lease that is lost on arrival.
+	from, err := c.confirm(ctx, h, g)
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		return g, from, err
+	case err != nil:
+		return g, from, fmt.Errorf("confirming the grant: %w", err)
+	}
+	g.Term = 0
+	return g, from, nil
 }
 
 // closable returns ctx, also cancelled (with cause ErrClosed) when c is

@@ -55,7 +55,7 @@ type Client struct {
 	// when it drops to 0.
 	lingering int
 	idle      chan struct{}
-	workers  *workers       // run backend calls (see call and withinCtx)
+	workers   *workers // run backend calls (see call and withinCtx)
 }
 
 // localQueue is the call chains of one Client waiting for a name another

@@ -33,22 +33,7 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 	if renew != nil {
 		renewC = renew.C
 	}
-	var (
-		lastErr  error
-		failures int
-		inFlight chan error // the running renewal's result, nil when none
-	)
-	// settleRenewal waits for a renewal still running, so no request for
-	// the hold outlives it; the lease is ending, so its outcome is only
-	// worth a debug line.
-	settleRenewal := func() {
-		if inFlight == nil {
-			return
-		}
-		if err := <-inFlight; err != nil {
-			c.cfg.Logger.Debug("dlock: renewal ended after the lease", "name", h.Name, "token", h.Token, "err", err)
-		}
-	}
+	r := &renewal{c: c, h: h}
 	for {
 		c.mu.Lock()
 		deadline := h.deadline
@@ -57,60 +42,107 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 		select {
 		case <-h.ctx.Done():
 			expire.Stop()
-			settleRenewal()
+			r.settle()
 			return
 		case err := <-lost:
 			expire.Stop()
-			c.lose(h, err, settleRenewal)
+			c.lose(h, err, r.settle)
 			return
 		case <-expire.C:
-			c.mu.Lock()
-			extended := time.Now().Before(h.deadline)
-			c.mu.Unlock()
-			if extended {
+			if c.extended(h) {
 				continue
 			}
-			if renew == nil {
-				// WithoutAutoRenew: nobody was to renew it but Refresh.
-				c.lose(h, errors.New("lease expired: not refreshed within the TTL (WithoutAutoRenew)"), settleRenewal)
-				return
-			}
-			cause := lastErr
-			if cause == nil {
-				cause = errors.New("lease expired before it was renewed")
-				if inFlight != nil {
-					cause = errors.New("the renewal did not return before the lease's deadline")
-				}
-			}
-			c.lose(h, fmt.Errorf("renewal not confirmed within the TTL: %w", cause), settleRenewal)
+			c.lose(h, r.expired(renew != nil), r.settle)
 			return
 		case <-renewC:
 			expire.Stop()
-			inFlight = make(chan error, 1)
-			go func(done chan<- error) {
-				ctx, cancel := context.WithDeadline(context.Background(), deadline)
-				defer cancel()
-				done <- c.refresh(ctx, h)
-			}(inFlight)
-		case err := <-inFlight:
+			r.start(deadline)
+		case err := <-r.inFlight:
 			expire.Stop()
-			inFlight = nil
-			switch {
-			case h.ctx.Err() != nil:
+			r.inFlight = nil
+			if h.ctx.Err() != nil {
 				return
-			case err == nil:
-				failures, lastErr = 0, nil
-				renew.Reset(interval)
-			case errors.Is(err, ErrNotHeld):
-				c.lose(h, err, settleRenewal)
-				return
-			default:
-				lastErr = err
-				c.cfg.Logger.Warn("dlock: renewal failed, retrying", "name", h.Name, "token", h.Token, "err", err)
-				renew.Reset(min(interval, c.cfg.Backoff(failures)))
-				failures++
 			}
+			next, lostErr := r.finished(err, interval)
+			if lostErr != nil {
+				c.lose(h, lostErr, r.settle)
+				return
+			}
+			renew.Reset(next)
 		}
+	}
+}
+
+// extended reports whether h's deadline has moved past now.
+func (c *Client) extended(h *hold) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(h.deadline)
+}
+
+// renewal is a hold's watchdog between renewals: the one running, and
+// how the last ones failed.
+type renewal struct {
+	c        *Client
+	h        *hold
+	lastErr  error
+	failures int
+	inFlight chan error // the running renewal's result, nil when none
+}
+
+// start sends a renewal that must answer by deadline.
+func (r *renewal) start(deadline time.Time) {
+	r.inFlight = make(chan error, 1)
+	go func(done chan<- error) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		done <- r.c.refresh(ctx, r.h)
+	}(r.inFlight)
+}
+
+// finished takes a renewal's result: when to renew next, or why the
+// lease is lost.
+func (r *renewal) finished(err error, interval time.Duration) (next time.Duration, lost error) {
+	switch {
+	case err == nil:
+		r.failures, r.lastErr = 0, nil
+		return interval, nil
+	case errors.Is(err, ErrNotHeld):
+		return 0, err
+	}
+	r.lastErr = err
+	r.c.cfg.Logger.Warn("dlock: renewal failed, retrying", "name", r.h.Name, "token", r.h.Token, "err", err)
+	next = min(interval, r.c.cfg.Backoff(r.failures))
+	r.failures++
+	return next, nil
+}
+
+// expired is why the lease ended at its deadline, unrenewed; auto is
+// false WithoutAutoRenew.
+func (r *renewal) expired(auto bool) error {
+	if !auto {
+		// Nobody was to renew it but Refresh.
+		return errors.New("lease expired: not refreshed within the TTL (WithoutAutoRenew)")
+	}
+	cause := r.lastErr
+	if cause == nil {
+		cause = errors.New("lease expired before it was renewed")
+		if r.inFlight != nil {
+			cause = errors.New("the renewal did not return before the lease's deadline")
+		}
+	}
+	return fmt.Errorf("renewal not confirmed within the TTL: %w", cause)
+}
+
+// settle waits for a renewal still running, so no request for the hold
+// outlives it; the lease is ending, so its outcome is only worth a debug
+// line.
+func (r *renewal) settle() {
+	if r.inFlight == nil {
+		return
+	}
+	if err := <-r.inFlight; err != nil {
+		r.c.cfg.Logger.Debug("dlock: renewal ended after the lease", "name", r.h.Name, "token", r.h.Token, "err", err)
 	}
 }
 

@@ -141,68 +141,79 @@ var leaseModel = porcupine.Model{
 // outcome is left out: if it took the lock, the lease expired unseen, and
 // no client acted on it.
 func Check(history []Op, timeout time.Duration) Result {
-	var res Result
-	ops := make([]porcupine.Operation, 0, len(history))
-	// The grant each client holds, to pair releases with acquires.
-	held := map[int]Op{}
-	release := func(acq Op, rel *Op) {
-		op := porcupine.Operation{
-			ClientId: acq.Client,
-			Input:    input{acq.Client, Release},
-			Output:   output{outcome: OK},
-			Call:     acq.Return,
-			Return:   math.MaxInt64,
-		}
-		switch {
-		case rel == nil || rel.Outcome == Unknown || acq.Paused:
-		case rel.Outcome == Lost && rel.Done != 0:
-			// Held, for the holder, until it saw Done close.
-			op.Call, op.Return = rel.Done, rel.Done
-		default: // released by Unlock, or Done was still open when it was called
-
-			op.Call, op.Return = rel.Call, rel.Return
-		}
-		ops = append(ops, op)
-	}
+	p := pairing{held: map[int]Op{}}
 	sorted := slices.Clone(history)
 	slices.SortStableFunc(sorted, func(a, b Op) int { return compare(a.Call, b.Call) })
 	for _, op := range sorted {
-		switch {
-		case op.Kind == Acquire && op.Outcome == Unknown:
-		case op.Kind == Acquire:
-			if _, ok := held[op.Client]; ok && op.Outcome == OK {
-				res.Violations = append(res.Violations, fmt.Sprintf("client %d acquired again while holding", op.Client))
-			}
-			if op.Outcome == OK {
-				held[op.Client] = op
-			}
-			ops = append(ops, porcupine.Operation{
-				ClientId: op.Client,
-				Input:    input{op.Client, Acquire},
-				Output:   output{op.Outcome, op.Token},
-				Call:     op.Call,
-				Return:   op.Return,
-			})
-		case op.Kind == Release:
-			acq, ok := held[op.Client]
-			if !ok {
-				res.Violations = append(res.Violations, fmt.Sprintf("client %d released without holding", op.Client))
-				continue
-			}
-			delete(held, op.Client)
-			release(acq, &op)
-		}
+		p.add(op)
 	}
-	for _, acq := range held {
-		release(acq, nil)
+	for _, acq := range p.held {
+		p.release(acq, nil)
 	}
-	res.Ops = len(ops)
-	res.Linearizable = porcupine.CheckOperationsTimeout(leaseModel, ops, timeout)
+	res := Result{Ops: len(p.ops), Violations: p.violations}
+	res.Linearizable = porcupine.CheckOperationsTimeout(leaseModel, p.ops, timeout)
 	res.Violations = append(res.Violations, TokenOrder(history)...)
 	if res.Linearizable == porcupine.Illegal {
 		res.Violations = append(res.Violations, "history is not linearizable for a mutex with increasing tokens")
 	}
 	return res
+}
+
+// pairing turns a history, in call order, into porcupine's operations:
+// each release paired with the grant its client held.
+type pairing struct {
+	ops        []porcupine.Operation
+	held       map[int]Op // the grant each client holds
+	violations []string
+}
+
+func (p *pairing) add(op Op) {
+	switch {
+	case op.Kind == Acquire && op.Outcome == Unknown:
+	case op.Kind == Acquire:
+		if _, ok := p.held[op.Client]; ok && op.Outcome == OK {
+			p.violations = append(p.violations, fmt.Sprintf("client %d acquired again while holding", op.Client))
+		}
+		if op.Outcome == OK {
+			p.held[op.Client] = op
+		}
+		p.ops = append(p.ops, porcupine.Operation{
+			ClientId: op.Client,
+			Input:    input{op.Client, Acquire},
+			Output:   output{op.Outcome, op.Token},
+			Call:     op.Call,
+			Return:   op.Return,
+		})
+	case op.Kind == Release:
+		acq, ok := p.held[op.Client]
+		if !ok {
+			p.violations = append(p.violations, fmt.Sprintf("client %d released without holding", op.Client))
+			return
+		}
+		delete(p.held, op.Client)
+		p.release(acq, &op)
+	}
+}
+
+// release adds the release of acq: when the holder let go (rel, nil when
+// it never did) by the lease rule.
+func (p *pairing) release(acq Op, rel *Op) {
+	op := porcupine.Operation{
+		ClientId: acq.Client,
+		Input:    input{acq.Client, Release},
+		Output:   output{outcome: OK},
+		Call:     acq.Return,
+		Return:   math.MaxInt64,
+	}
+	switch {
+	case rel == nil || rel.Outcome == Unknown || acq.Paused:
+	case rel.Outcome == Lost && rel.Done != 0:
+		// Held, for the holder, until it saw Done close.
+		op.Call, op.Return = rel.Done, rel.Done
+	default: // released by Unlock, or Done was still open when it was called
+		op.Call, op.Return = rel.Call, rel.Return
+	}
+	p.ops = append(p.ops, op)
 }
 
 // TokenOrder checks that every grant that began after another returned

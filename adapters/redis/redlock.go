@@ -175,33 +175,8 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 	}
 	h := driver.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: hold}
 	if len(got) >= b.quorum {
-		token := maxToken + 1
-		fenced := 0
-		fenceErrs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
-			if grants[i].Acquired {
-				k := keysFor(r.Name)
-				ok, err := fenceScript.Run(ctx, c, []string{k.lock(), k.fence()}, hold, token).Int64()
-				if err == nil && ok != 1 {
-					err = errors.New("hold gone before its token was set")
-				}
-				return err
-			}
-			return errors.New("not granted")
-		})
-		for _, err := range fenceErrs {
-			if err == nil {
-				fenced++
-			}
-		}
-		validity := r.TTL - time.Since(start) - (r.TTL/100 + 2*time.Millisecond)
-		if fenced >= b.quorum && validity > 0 {
-			return driver.Grant{Acquired: true, Token: token, Handle: hold}, nil
-		}
-		if fenced >= b.quorum {
-			b.each(context.WithoutCancel(ctx), r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
-				return releaseOn(ctx, c, h, "")
-			})
-			return driver.Grant{}, fmt.Errorf("redislock: Redlock: reaching a quorum took %v, more than the %v TTL allows; raise dlock.WithTTL", time.Since(start).Round(time.Millisecond), r.TTL)
+		if g, done, err := b.fence(ctx, r, grants, maxToken+1, start); done {
+			return g, err
 		}
 	}
 	// No quorum: give back what was taken, on every server (by hold id:
@@ -221,6 +196,41 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 		retry = time.Duration(1+rand.IntN(20)) * time.Millisecond
 	}
 	return driver.Grant{RetryAfter: retry}, nil
+}
+
+// fence sets token on the servers that granted the hold, a quorum. done
+// is false when too few took the token, and the caller gives back what
+// was taken; a quorum reached too late for the TTL is given back here.
+func (b *redlockBackend) fence(ctx context.Context, r driver.Request, grants []driver.Grant, token uint64, start time.Time) (g driver.Grant, done bool, err error) {
+	hold := r.Owner
+	fenced := 0
+	fenceErrs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
+		if !grants[i].Acquired {
+			return errors.New("not granted")
+		}
+		k := keysFor(r.Name)
+		ok, err := fenceScript.Run(ctx, c, []string{k.lock(), k.fence()}, hold, token).Int64()
+		if err == nil && ok != 1 {
+			err = errors.New("hold gone before its token was set")
+		}
+		return err
+	})
+	for _, err := range fenceErrs {
+		if err == nil {
+			fenced++
+		}
+	}
+	if fenced < b.quorum {
+		return driver.Grant{}, false, nil
+	}
+	if validity := r.TTL - time.Since(start) - (r.TTL/100 + 2*time.Millisecond); validity > 0 {
+		return driver.Grant{Acquired: true, Token: token, Handle: hold}, true, nil
+	}
+	h := driver.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: hold}
+	b.each(context.WithoutCancel(ctx), r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
+		return releaseOn(ctx, c, h, "")
+	})
+	return driver.Grant{}, true, fmt.Errorf("redislock: Redlock: reaching a quorum took %v, more than the %v TTL allows; raise dlock.WithTTL", time.Since(start).Round(time.Millisecond), r.TTL)
 }
 
 // quorumResult turns per-server results into one: nil when a majority
