@@ -65,7 +65,15 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 		}
 		return driver.Grant{}, err
 	}
-	node := res[1].String
+	return b.queued(ctx, n, r, res[1].String, res, session)
+}
+
+// queued finishes a hand-off whose multi request made node: it holds
+// when it is first in the queue (the only node, as the write to the
+// directory tells, or found so by reading the queue); otherwise another
+// process's node holds, and node is deleted again.
+func (b handing) queued(ctx context.Context, n holdNode, r driver.Request, node string, res []zk.MultiResponse, session int64) (driver.Grant, error) {
+	dir := b.dir(r.Name)
 	if len(res) == 3 && res[2].Stat != nil && res[2].Stat.NumChildren == 1 {
 		// The only node: it holds, with its Czxid as the token.
 		tokenOf := b.watched(context.WithoutCancel(ctx), node, session)

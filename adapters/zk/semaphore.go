@@ -135,13 +135,26 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (dlock.Permit
 	return p, err
 }
 
+// take takes n permits: under the semaphore's mutex (Curator's
+// InterProcessSemaphoreV2 recipe), it queues a lease node and waits until
+// the leases before it leave room.
 func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, error) {
 	var g [16]byte
 	_, _ = rand.Read(g[:])
 	r := driver.Request{Name: s.name, Owner: hex.EncodeToString(g[:]), Wait: wait}
+	mutex, err := s.enter(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.mutex.Release(context.WithoutCancel(ctx), driver.Hold{Handle: mutex.Handle}) }()
+	return s.lease(ctx, r, n)
+}
+
+// enter takes the semaphore's mutex for r.
+func (s *Semaphore) enter(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	var mutex driver.Grant
 	var err error
-	if wait {
+	if r.Wait {
 		mutex, err = s.mutex.AcquireWait(ctx, r)
 	} else {
 		mutex, err = s.mutex.Acquire(ctx, r)
@@ -149,11 +162,12 @@ func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, e
 	if err == nil && !mutex.Acquired {
 		err = fmt.Errorf("%w: semaphore %q is being acquired by another client", dlock.ErrNotAcquired, s.name)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = s.mutex.Release(context.WithoutCancel(ctx), driver.Hold{Handle: mutex.Handle}) }()
+	return mutex, err
+}
 
+// lease queues r's lease node for n permits and waits (r.Wait) until the
+// leases leave room for it.
+func (s *Semaphore) lease(ctx context.Context, r driver.Request, n int) (dlock.Permit, error) {
 	b := s.leases
 	dir := b.dir(s.name)
 	node, tokenOf, _, err := b.create(ctx, dir, r.Owner, "lease-"+strconv.Itoa(n))
@@ -172,10 +186,10 @@ func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, e
 			children, _, watch, err = b.conn.ChildrenW(dir)
 			return err
 		})
-		if err != nil {
+		switch {
+		case err != nil:
 			return leave(err)
-		}
-		if !slices.Contains(children, path.Base(node)) {
+		case !slices.Contains(children, path.Base(node)):
 			// Deleted while this session lives (by an operator, or a
 			// cleanup): join the queue again, as Curator does. Gone with
 			// the session: the permit cannot be had on it.
@@ -186,15 +200,13 @@ func (s *Semaphore) take(ctx context.Context, n int, wait bool) (dlock.Permit, e
 				return nil, err
 			}
 			continue
-		}
-		if used(children) <= s.capacity {
+		case used(children) <= s.capacity:
 			token, _, err := tokenOf()
 			if err != nil {
 				return leave(err)
 			}
 			return &Permit{id: node, n: n, token: token, s: s, hold: holdNode{node, session}}, nil
-		}
-		if !wait {
+		case !r.Wait:
 			return leave(fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name))
 		}
 		select {

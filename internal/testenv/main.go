@@ -20,9 +20,16 @@ import (
 //     loop then blocks sending it a second error in flushRequests
 //     (go-zookeeper/zk pull request 163). A leader killed under a client
 //     with watches set can do it; Close returns, the goroutine stays.
+//
+// And one of toxiproxy's, which the fault suite's proxies run on: its
+// pass-through stage sends each chunk on without watching for the link's
+// end (toxics.NoopToxic.Pipe), so a chunk read as a toxic is added to a
+// link whose far side then closes (a worker killed, a proxy stopped)
+// leaves it blocked for good.
 func Main(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 		goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).flushRequests"),
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
 	)
 }
