@@ -285,67 +285,104 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 	}
 	var t *turn // this call's place in the name's queue
 	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			c.leaveQueue(name, t)
-			return nil, ErrClosed
-		}
-		h := c.holds[name]
-		q := c.queues[name]
-		handed := t != nil && q != nil && q.handed == t
+		step := c.nextStep(name, &t, mine, owner, wait)
 		switch {
-		case handed && t.lease != nil && t.lease.err == nil:
-			// The last hold was handed straight on to this chain.
-			l := t.lease
-			t.lease, q.handed = nil, nil
-			c.dropIdle(name, q)
-			c.mu.Unlock()
-			return l, nil
-		case handed && h != nil:
-			// The turn came with a hold that ended before this chain
-			// took it: keep the turn until the hold is gone.
-			t.lease = nil
-			gone := h.gone
-			c.mu.Unlock()
-			if err := c.await(ctx, name, gone); err != nil {
-				c.leaveQueue(name, t)
-				return nil, err
-			}
-			continue
-		case h == nil && (q == nil || handed || q.handed == nil && len(q.waiting) == 0):
-			if q != nil {
-				q.handed = nil
-				c.dropIdle(name, q)
-			}
-			if owner == "" {
-				owner = c.newOwner()
-			}
-			h = c.newHold(name, owner)
-			c.mu.Unlock()
-			return c.acquire(ctx, h, wait)
-		case h != nil && h == mine && h.state == held:
-			l := h.newLease(c)
-			c.mu.Unlock()
-			return l, nil
-		case !wait:
-			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)
+		case step.leave:
+			c.leaveQueue(name, t)
+			return nil, step.err
+		case step.err != nil:
+			return nil, step.err
+		case step.lease != nil:
+			return step.lease, nil
+		case step.hold != nil:
+			return c.acquire(ctx, step.hold, wait)
 		}
-		if t == nil {
-			if q == nil {
-				q = &localQueue{}
-				c.queues[name] = q
-			}
-			t = &turn{ready: make(chan struct{}), owner: owner}
-			q.waiting = append(q.waiting, t)
-		}
-		c.mu.Unlock()
-		if err := c.await(ctx, name, t.ready); err != nil {
+		if err := c.await(ctx, name, step.wait); err != nil {
 			c.leaveQueue(name, t)
 			return nil, err
 		}
 	}
+}
+
+// localStep is what a Lock does next in the in-process queue, decided
+// under c.mu: it is done (lease, or err, after leaving the queue when
+// leave), takes hold on the server, or waits for wait and decides again.
+type localStep struct {
+	lease *lease
+	err   error
+	leave bool
+	hold  *hold
+	wait  <-chan struct{}
+}
+
+// nextStep decides a Lock's next step for name, as chain (mine, owner)
+// whose place in the name's queue is *t (nil: none yet; nextStep joins
+// the queue when the Lock must wait).
+func (c *Client) nextStep(name string, t **turn, mine *hold, owner string, wait bool) localStep {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return localStep{err: ErrClosed, leave: true}
+	}
+	h, q := c.holds[name], c.queues[name]
+	if *t != nil && q != nil && q.handed == *t {
+		return c.turnCame(name, *t, q, h, owner)
+	}
+	switch {
+	case h == nil && (q == nil || q.handed == nil && len(q.waiting) == 0):
+		return localStep{hold: c.freshHold(name, q, owner)}
+	case h != nil && h == mine && h.state == held:
+		return localStep{lease: h.newLease(c)}
+	case !wait:
+		return localStep{err: fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)}
+	}
+	if *t == nil {
+		*t = c.join(name, q, owner)
+	}
+	return localStep{wait: (*t).ready}
+}
+
+// turnCame is the step of a Lock whose turn, t, has come. c.mu must be
+// held.
+func (c *Client) turnCame(name string, t *turn, q *localQueue, h *hold, owner string) localStep {
+	switch {
+	case t.lease != nil && t.lease.err == nil:
+		// The last hold was handed straight on to this chain.
+		l := t.lease
+		t.lease, q.handed = nil, nil
+		c.dropIdle(name, q)
+		return localStep{lease: l}
+	case h != nil:
+		// The turn came with a hold that ended before this chain took
+		// it: keep the turn until the hold is gone.
+		t.lease = nil
+		return localStep{wait: h.gone}
+	}
+	return localStep{hold: c.freshHold(name, q, owner)}
+}
+
+// freshHold makes the hold a chain takes on the server, ending its turn
+// in q (nil: none). c.mu must be held.
+func (c *Client) freshHold(name string, q *localQueue, owner string) *hold {
+	if q != nil {
+		q.handed = nil
+		c.dropIdle(name, q)
+	}
+	if owner == "" {
+		owner = c.newOwner()
+	}
+	return c.newHold(name, owner)
+}
+
+// join queues a chain (owner) for name. c.mu must be held.
+func (c *Client) join(name string, q *localQueue, owner string) *turn {
+	if q == nil {
+		q = &localQueue{}
+		c.queues[name] = q
+	}
+	t := &turn{ready: make(chan struct{}), owner: owner}
+	q.waiting = append(q.waiting, t)
+	return t
 }
 
 // lockShared is lock for a backend whose holds of one name coexist: the

@@ -214,11 +214,12 @@ func (r *Runner) open(ctx context.Context, name string, lease dlock.Lease, atLea
 }
 
 // unlock gives lease up with a context of its own, so that a run whose ctx
-// ended leaves no lock held.
-func unlock(lease dlock.Lease) error {
+// ended leaves no lock held. A release that fails is retried by the
+// Locker, and the lock ends at its TTL at the latest.
+func unlock(lease dlock.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), dlock.DefaultReleaseTimeout)
 	defer cancel()
-	return lease.Unlock(ctx)
+	_ = lease.Unlock(ctx)
 }
 
 // Slot is a run of a job: its lock held, its slot recorded.

@@ -535,34 +535,7 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			return g, nil // a release granted it to this waiter and said so
 		}
 	}
-	var (
-		acquired, isQuiet bool
-		token, leftUS     int64
-	)
-	attempt := func(stmt string, args ...any) error {
-		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&acquired, &token, &leftUS, &isQuiet)
-	}
-	var err error
-	queued := false
-	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
-		queued = true
-		err = p.withQueue(func(q *pgQueueSQL) error {
-			args := []any{r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)}
-			if q.grants {
-				args = append(args, int64(reg.attempt))
-			}
-			return attempt(q.acquire, args...)
-		})
-		if err == nil && !acquired && reg.attempt != 0 {
-			p.listener.missed(r.Name, r.Owner, reg.attempt)
-		}
-	}
-	if !queued && !p.unqueued.Load() {
-		err = attempt(pgAcquire, r.Name, r.Owner, micros(r.TTL))
-	}
-	if !queued && p.unqueued.Load() || p.noQueue(err) { // a failed statement changed nothing
-		err = attempt(pgAcquireBare, r.Name, r.Owner, micros(r.TTL))
-	}
+	a, err := p.attempt(ctx, r)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Held by a row another transaction inserted after this
 		// statement's snapshot: taken, lease unknown.
@@ -571,14 +544,51 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	g := driver.Grant{Acquired: acquired, Token: uint64(token)}
-	if !acquired {
-		g.RetryAfter = timeunit.Of(max(leftUS, 0), time.Microsecond)
+	g := driver.Grant{Acquired: a.acquired, Token: uint64(a.token)}
+	if !a.acquired {
+		g.RetryAfter = timeunit.Of(max(a.leftUS, 0), time.Microsecond)
 	}
-	if acquired && isQuiet {
+	if a.acquired && a.quiet {
 		g.Handle = quiet{}
 	}
 	return g, nil
+}
+
+// pgAnswer is an acquire statement's answer.
+type pgAnswer struct {
+	acquired, quiet bool
+	token, leftUS   int64
+}
+
+// attempt runs the acquire statement: the one that queues this process's
+// waiter where the listener is registered, the plain one otherwise, and
+// the one without dlock_waiters where that table is missing (a failed
+// statement changed nothing, so the next runs in its place).
+func (p *postgres) attempt(ctx context.Context, r driver.Request) (a pgAnswer, err error) {
+	scan := func(stmt string, args ...any) error {
+		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&a.acquired, &a.token, &a.leftUS, &a.quiet)
+	}
+	queued := false
+	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
+		queued = true
+		err = p.withQueue(func(q *pgQueueSQL) error {
+			args := []any{r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)}
+			if q.grants {
+				args = append(args, int64(reg.attempt))
+			}
+			return scan(q.acquire, args...)
+		})
+		if err == nil && !a.acquired && reg.attempt != 0 {
+			p.listener.missed(r.Name, r.Owner, reg.attempt)
+		}
+	}
+	if !queued && !p.unqueued.Load() {
+		err = scan(pgAcquire, r.Name, r.Owner, micros(r.TTL))
+	}
+	if !queued && p.unqueued.Load() || p.noQueue(err) {
+		err = scan(pgAcquireBare, r.Name, r.Owner, micros(r.TTL))
+	}
+	return a, err
 }
 
 // quiet is the Handle of a hold whose acquire saw no other waiter queued

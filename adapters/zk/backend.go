@@ -110,176 +110,215 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 // waits for (see blocker), until it may hold. When ctx ends it deletes its
 // node.
 func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	dir := b.dir(r.Name)
-	var q []string
-	if b.kind == "read" { // a downgrade is told by the queue before the node
-		if err := b.retry(ctx, b.conn.SessionID(), func() (err error) {
-			q, err = b.queue(dir)
-			return err
-		}); err != nil {
-			return driver.Grant{}, err
-		}
-	}
-	node, tokenOf, first, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	w, err := b.join(ctx, r)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	session := b.conn.SessionID()
-	leave := func(cause error) (driver.Grant, error) {
-		b.remove(dir, node, session)
-		return driver.Grant{}, cause
-	}
-	// rejoin joins the queue again when the waiting node is gone (its
-	// session expired, or someone deleted it), as Curator does: Lock waits
-	// until held or ctx ends.
-	rejoin := func() error {
-		b.remove(dir, node, session)
-		var err error
-		if node, tokenOf, first, err = b.create(ctx, dir, r.Owner, b.tag(nil, r.Owner)); err != nil {
-			return err
-		}
-		session = b.conn.SessionID()
-		return nil
-	}
-	// q is this waiter's view of the queue. Nodes are only appended after
-	// ours (with larger sequences) or deleted, so a view with deletions
-	// applied as they are seen is never too permissive: when the view says
-	// we may hold, we may. When the node we wait for was first in the view,
-	// its deletion thus costs us no read; otherwise nodes before it may be
-	// gone unseen, and one read beats checking them one by one.
-	q = nil
-	pause := b.recheck
 	for {
-		if first != 0 && !isDowngrade(node) { // made first in the queue (see makeNode)
-			return driver.Grant{Acquired: true, Token: first, Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
+		if g, done, err := w.step(); done {
+			return g, err
 		}
-		fresh := q == nil
-		if q == nil {
-			err := b.retry(ctx, session, func() (err error) {
-				q, err = b.queue(dir)
-				return err
-			})
-			if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
-				q = nil
-				if err := rejoin(); err != nil {
-					return driver.Grant{}, err
-				}
-				continue
-			}
-			if err != nil {
-				return leave(err)
-			}
-			if len(q) == 1 {
-				b.crowded.Store(false) // ours alone: the lock was free
-			}
-		}
-		i := slices.Index(q, path.Base(node))
-		if i < 0 || b.conn.SessionID() != session {
-			q = nil
-			if err := rejoin(); err != nil {
-				return driver.Grant{}, err
-			}
-			continue
-		}
-		waitFor := b.blocker(q, i, r.Owner)
-		if waitFor == requeue {
-			q = nil
-			if err := rejoin(); err != nil {
-				return driver.Grant{}, err
-			}
-			continue
-		}
-		if waitFor == "" {
-			token, own, err := tokenOf()
-			if errors.Is(err, zk.ErrNoNode) { // deleted from outside: queue again
-				q = nil
-				if err := rejoin(); err != nil {
-					return driver.Grant{}, err
-				}
-				continue
-			}
-			if err != nil {
-				return leave(err)
-			}
-			if !fresh {
-				// The view was kept by deletion events alone. Trust it
-				// only while our own node's watch is quiet (an outside
-				// delete fires it before the event that brought us here)
-				// and, for a writer, read again: a downgrade reader may
-				// have joined behind us.
-				select {
-				case <-own:
-					q = nil
-					continue
-				default:
-				}
-				if b.kind == "write" {
-					q = nil
-					continue
-				}
-			}
-			return driver.Grant{Acquired: true, Token: token, Handle: holdNode{node, session}, Lost: b.lostWhenGone(tokenOf, node, session)}, nil
-		}
-		var exists bool
-		var watch <-chan zk.Event
-		err := b.retry(ctx, session, func() (err error) {
-			// A get, not an exists: an exists that finds the node gone
-			// leaves a watch for its creation, on the server and in
-			// go-zookeeper, for the session's life (as Curator does).
-			_, _, watch, err = b.conn.GetW(dir + "/" + waitFor)
-			exists = err == nil
-			if errors.Is(err, zk.ErrNoNode) {
-				err = nil
-			}
+	}
+}
+
+// waiter is one AcquireWait's place in a lock's queue: its node, the
+// session that made it, and its view of the queue. Only its own methods
+// change it.
+type waiter struct {
+	b       *backend
+	ctx     context.Context
+	r       driver.Request
+	dir     string
+	node    string
+	tokenOf tokenFunc
+	first   uint64 // the node's token when it was made first in the queue
+	session int64
+	// q is the waiter's view of the queue, nil when it must be read.
+	// Nodes are only appended after ours (with larger sequences) or
+	// deleted, so a view with deletions applied as they are seen is never
+	// too permissive: when the view says we may hold, we may. When the
+	// node we wait for was first in the view, its deletion thus costs us
+	// no read; otherwise nodes before it may be gone unseen, and one read
+	// beats checking them one by one.
+	q     []string
+	pause time.Duration // before the next look at the node waited for
+}
+
+// join makes r's node in the queue.
+func (b *backend) join(ctx context.Context, r driver.Request) (*waiter, error) {
+	w := &waiter{b: b, ctx: ctx, r: r, dir: b.dir(r.Name), pause: b.recheck}
+	var q []string
+	if b.kind == "read" { // a downgrade is told by the queue before the node
+		if err := b.retry(ctx, b.conn.SessionID(), func() (err error) {
+			q, err = b.queue(w.dir)
 			return err
-		})
-		for err == nil && exists {
-			// Wait for the deletion event. go-zookeeper can lose a watch
-			// when it reconnects (re-registering it may fail, and it does
-			// not say), so the node is also looked at again now and then,
-			// less often the longer the wait.
-			recheck := time.NewTimer(pause)
-			select {
-			case ev := <-watch:
-				recheck.Stop()
-				if ev.Type != zk.EventNodeDeleted {
-					q = nil // a connection event: read the queue again
-				}
-				exists = false
-			case <-recheck.C:
-				pause = min(2*pause, maxRecheck)
-				if b.conn.State() != zk.StateHasSession {
-					// No request while disconnected: go-zookeeper would
-					// send it the moment it reconnects, racing its own
-					// re-registration of watches (a data race in
-					// go-zookeeper v1.0.4). The next look will tell.
-					continue
-				}
-				err = b.retry(ctx, session, func() (err error) {
-					exists, _, err = b.conn.Exists(dir + "/" + waitFor)
-					return err
-				})
-			case <-ctx.Done():
-				recheck.Stop()
-				return leave(ctx.Err())
-			}
+		}); err != nil {
+			return nil, err
 		}
-		if err != nil && b.conn.SessionID() != session && ctx.Err() == nil {
-			q = nil
-			if err := rejoin(); err != nil {
-				return driver.Grant{}, err
-			}
-			continue
+	}
+	var err error
+	if w.node, w.tokenOf, w.first, err = b.create(ctx, w.dir, r.Owner, b.tag(q, r.Owner)); err != nil {
+		return nil, err
+	}
+	w.session = b.conn.SessionID()
+	return w, nil
+}
+
+// step looks at the queue once and either grants, fails (done), or has
+// waited for the node before ours to go.
+func (w *waiter) step() (g driver.Grant, done bool, err error) {
+	if w.first != 0 && !isDowngrade(w.node) { // made first in the queue (see makeNode)
+		return w.grant(w.first), true, nil
+	}
+	fresh := w.q == nil
+	if fresh {
+		if err := w.readQueue(); err != nil {
+			return w.failed(err)
 		}
-		if err != nil {
-			return leave(err)
+	}
+	i := slices.Index(w.q, path.Base(w.node))
+	if i < 0 || w.b.conn.SessionID() != w.session {
+		return w.rejoin()
+	}
+	switch waitFor := w.b.blocker(w.q, i, w.r.Owner); waitFor {
+	case requeue:
+		return w.rejoin()
+	case "":
+		return w.mayHold(fresh)
+	default:
+		if err := w.waitGone(waitFor); err != nil {
+			return w.failed(err)
 		}
 		// The node waited for is gone.
-		if q != nil && q[0] == waitFor {
-			q = q[1:]
+		if w.q != nil && w.q[0] == waitFor {
+			w.q = w.q[1:]
 		} else {
-			q = nil
+			w.q = nil
 		}
+		return driver.Grant{}, false, nil
+	}
+}
+
+func (w *waiter) grant(token uint64) driver.Grant {
+	return driver.Grant{Acquired: true, Token: token, Handle: holdNode{w.node, w.session}, Lost: w.b.lostWhenGone(w.tokenOf, w.node, w.session)}
+}
+
+func (w *waiter) readQueue() error {
+	err := w.b.retry(w.ctx, w.session, func() (err error) {
+		w.q, err = w.b.queue(w.dir)
+		return err
+	})
+	if err == nil && len(w.q) == 1 {
+		w.b.crowded.Store(false) // ours alone: the lock was free
+	}
+	return err
+}
+
+// failed ends the wait on a request's error, unless the session ended
+// with ctx live: the node went with it, and the waiter joins again.
+func (w *waiter) failed(err error) (driver.Grant, bool, error) {
+	if w.b.conn.SessionID() != w.session && w.ctx.Err() == nil {
+		return w.rejoin()
+	}
+	w.b.remove(w.dir, w.node, w.session)
+	return driver.Grant{}, true, err
+}
+
+// rejoin joins the queue again when the waiting node is gone (its
+// session expired, or someone deleted it), as Curator does: Lock waits
+// until held or ctx ends.
+func (w *waiter) rejoin() (driver.Grant, bool, error) {
+	w.b.remove(w.dir, w.node, w.session)
+	w.q = nil
+	var err error
+	if w.node, w.tokenOf, w.first, err = w.b.create(w.ctx, w.dir, w.r.Owner, w.b.tag(nil, w.r.Owner)); err != nil {
+		return driver.Grant{}, true, err
+	}
+	w.session = w.b.conn.SessionID()
+	return driver.Grant{}, false, nil
+}
+
+// mayHold grants when the view of the queue, fresh or kept by deletion
+// events, says the waiter holds and its node is still there.
+func (w *waiter) mayHold(fresh bool) (driver.Grant, bool, error) {
+	token, own, err := w.tokenOf()
+	if errors.Is(err, zk.ErrNoNode) { // deleted from outside: queue again
+		return w.rejoin()
+	}
+	if err != nil {
+		w.b.remove(w.dir, w.node, w.session)
+		return driver.Grant{}, true, err
+	}
+	if !fresh {
+		// The view was kept by deletion events alone. Trust it only
+		// while our own node's watch is quiet (an outside delete fires
+		// it before the event that brought us here) and, for a writer,
+		// read again: a downgrade reader may have joined behind us.
+		select {
+		case <-own:
+			w.q = nil
+			return driver.Grant{}, false, nil
+		default:
+		}
+		if w.b.kind == "write" {
+			w.q = nil
+			return driver.Grant{}, false, nil
+		}
+	}
+	return w.grant(token), true, nil
+}
+
+// waitGone waits until node waitFor is deleted, or for a connection event
+// (the view of the queue is then dropped).
+func (w *waiter) waitGone(waitFor string) error {
+	var exists bool
+	var watch <-chan zk.Event
+	err := w.b.retry(w.ctx, w.session, func() (err error) {
+		// A get, not an exists: an exists that finds the node gone
+		// leaves a watch for its creation, on the server and in
+		// go-zookeeper, for the session's life (as Curator does).
+		_, _, watch, err = w.b.conn.GetW(w.dir + "/" + waitFor)
+		exists = err == nil
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return err
+	})
+	for err == nil && exists {
+		exists, err = w.watch(waitFor, watch)
+	}
+	return err
+}
+
+// watch waits for the deletion event of waitFor. go-zookeeper can lose a
+// watch when it reconnects (re-registering it may fail, and it does not
+// say), so the node is also looked at again now and then, less often the
+// longer the wait.
+func (w *waiter) watch(waitFor string, watch <-chan zk.Event) (exists bool, err error) {
+	recheck := time.NewTimer(w.pause)
+	defer recheck.Stop()
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeDeleted {
+			w.q = nil // a connection event: read the queue again
+		}
+		return false, nil
+	case <-recheck.C:
+		w.pause = min(2*w.pause, maxRecheck)
+		if w.b.conn.State() != zk.StateHasSession {
+			// No request while disconnected: go-zookeeper would send it
+			// the moment it reconnects, racing its own re-registration
+			// of watches (a data race in go-zookeeper v1.0.4). The next
+			// look will tell.
+			return true, nil
+		}
+		err = w.b.retry(w.ctx, w.session, func() (err error) {
+			exists, _, err = w.b.conn.Exists(w.dir + "/" + waitFor)
+			return err
+		})
+		return exists, err
+	case <-w.ctx.Done():
+		return false, w.ctx.Err()
 	}
 }
 

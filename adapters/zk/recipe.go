@@ -113,81 +113,113 @@ type tokenFunc func() (uint64, <-chan zk.Event, error)
 // committed: create makes the node again then too, rather than keep one
 // that a later copy could follow.
 func (b *backend) create(ctx context.Context, dir, owner, tag string) (p string, token tokenFunc, first uint64, err error) {
-	prefix := protectedPrefix(tag)
 	// session is the one the Create goes out in. It is 0 before the
 	// connection's first session: go-zookeeper holds requests until
 	// there is one, so 0 turning into an id is no session ending.
-	session := b.conn.SessionID()
-	maybeCreated := false // the node may exist, unseen
-	lost := 0             // Creates of this session whose replies were lost
-	var cut time.Time     // since when the connection has failed
-	fail := func(err error) (string, tokenFunc, uint64, error) {
-		if lost > 0 && session != 0 {
-			b.forget(dir, prefix, "", session)
-		}
-		return "", nil, 0, err
-	}
+	c := &creation{b: b, ctx: ctx, dir: dir, owner: owner, prefix: protectedPrefix(tag), session: b.conn.SessionID()}
 	for {
-		if maybeCreated {
-			var found bool
-			first = 0 // its place is read from the queue
-			if p, found, err = b.find(dir, prefix); err == nil && (!found || lost > 1) {
-				maybeCreated = false
-				continue
-			}
-		} else {
-			p, first, err = b.makeNode(dir, prefix, owner)
-		}
+		p, first, err = c.attempt()
 		switch {
 		case err == nil:
-			if session == 0 {
-				session = b.conn.SessionID()
-			}
-			if lost > 0 {
-				if err := b.deleteCopies(dir, prefix, p); err != nil {
-					b.forget(dir, prefix, p, session)
-				}
-			}
-			if first != 0 {
-				// It holds: the read is the hold's watch (see
-				// lostWhenGone), and outlives the caller's ctx.
-				return p, b.watched(context.WithoutCancel(ctx), p, session), first, nil
-			}
-			return p, b.watched(ctx, p, session), 0, nil
-		case errors.Is(err, zk.ErrNoNode) && !maybeCreated:
-			if err := b.retry(ctx, session, func() error { return b.ensureDir(dir) }); err != nil {
-				return fail(err)
+			return c.made(p, first)
+		case errors.Is(err, errAgain):
+		case errors.Is(err, zk.ErrNoNode) && !c.maybeCreated:
+			if err := b.retry(ctx, c.session, func() error { return b.ensureDir(dir) }); err != nil {
+				return c.fail(err)
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// The node, if made, died with the session.
-			session, maybeCreated, lost = b.conn.SessionID(), false, 0
+			c.session, c.maybeCreated, c.lost = b.conn.SessionID(), false, 0
 		case errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer):
-			if !maybeCreated { // a Create's, not a search's
-				lost++
-			}
-			maybeCreated = true
-			if s := b.conn.SessionID(); s != session {
-				if session != 0 {
-					// A new session: the node, if made, died with the old.
-					maybeCreated, lost = false, 0
-				}
-				session = s
-			}
-			if cut.IsZero() {
-				cut = time.Now()
-			}
-			if gone := b.unreachable(cut, err); gone != nil {
-				return fail(gone)
-			}
-			select {
-			case <-ctx.Done():
-				return fail(errjoin.Join(ctx.Err(), err))
-			case <-time.After(50 * time.Millisecond):
+			if err := c.cutOff(err); err != nil {
+				return c.fail(err)
 			}
 		default:
-			return fail(err)
+			return c.fail(err)
 		}
 	}
+}
+
+// creation is one create's state across lost replies.
+type creation struct {
+	b                  *backend
+	ctx                context.Context
+	dir, owner, prefix string
+	session            int64
+	maybeCreated       bool      // the node may exist, unseen
+	lost               int       // Creates of this session whose replies were lost
+	cut                time.Time // since when the connection has failed
+}
+
+// errAgain is attempt's "make the node now": a search found none, or
+// could not tell which of two lost Creates it found.
+var errAgain = errors.New("create again")
+
+// attempt makes the node, or, after a lost reply, looks for it.
+func (c *creation) attempt() (p string, first uint64, err error) {
+	if !c.maybeCreated {
+		return c.b.makeNode(c.dir, c.prefix, c.owner)
+	}
+	// Found, its place is read from the queue: first is 0.
+	p, found, err := c.b.find(c.dir, c.prefix)
+	if err == nil && (!found || c.lost > 1) {
+		c.maybeCreated = false
+		return "", 0, errAgain
+	}
+	return p, 0, err
+}
+
+// made returns node p, deleting the copies lost Creates may have left.
+func (c *creation) made(p string, first uint64) (string, tokenFunc, uint64, error) {
+	if c.session == 0 {
+		c.session = c.b.conn.SessionID()
+	}
+	if c.lost > 0 {
+		if err := c.b.deleteCopies(c.dir, c.prefix, p); err != nil {
+			c.b.forget(c.dir, c.prefix, p, c.session)
+		}
+	}
+	if first != 0 {
+		// It holds: the read is the hold's watch (see lostWhenGone), and
+		// outlives the caller's ctx.
+		return p, c.b.watched(context.WithoutCancel(c.ctx), p, c.session), first, nil
+	}
+	return p, c.b.watched(c.ctx, p, c.session), 0, nil
+}
+
+// cutOff notes a connection error and waits a moment before the next
+// try; it returns an error when there should be none.
+func (c *creation) cutOff(err error) error {
+	if !c.maybeCreated { // a Create's, not a search's
+		c.lost++
+	}
+	c.maybeCreated = true
+	if s := c.b.conn.SessionID(); s != c.session {
+		if c.session != 0 {
+			// A new session: the node, if made, died with the old.
+			c.maybeCreated, c.lost = false, 0
+		}
+		c.session = s
+	}
+	if c.cut.IsZero() {
+		c.cut = time.Now()
+	}
+	if gone := c.b.unreachable(c.cut, err); gone != nil {
+		return gone
+	}
+	select {
+	case <-c.ctx.Done():
+		return errjoin.Join(c.ctx.Err(), err)
+	case <-time.After(50 * time.Millisecond):
+		return nil
+	}
+}
+
+func (c *creation) fail(err error) (string, tokenFunc, uint64, error) {
+	if c.lost > 0 && c.session != 0 {
+		c.b.forget(c.dir, c.prefix, "", c.session)
+	}
+	return "", nil, 0, err
 }
 
 // makeNode sends the Create of the node with prefix in dir, in a multi
