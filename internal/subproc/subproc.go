@@ -21,7 +21,7 @@ import (
 type Proc struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *buffer
+	stderr *Buffer
 	exited chan struct{}
 }
 
@@ -36,7 +36,7 @@ func Start(t testing.TB, prefix string, env ...string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proc{cmd: cmd, lines: make(chan string, 1024), stderr: &buffer{}, exited: make(chan struct{})}
+	p := &Proc{cmd: cmd, lines: make(chan string, 1024), stderr: &Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -113,18 +113,22 @@ func Say(prefix, format string, args ...any) {
 	fmt.Fprintf(os.Stdout, prefix+format+"\n", args...)
 }
 
-type buffer struct {
+// Buffer is a strings.Builder that one goroutine may write (a child's
+// stderr, a logger) while another reads it.
+type Buffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (b *buffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *buffer) String() string {
+// String returns what was written so far.
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
