@@ -37,7 +37,7 @@ const recordPrefix = "election:"
 
 // Locker is what an election runs on: a dlock.Locker that can tell who
 // holds a name and keep a record beside it. Every Locker of this module
-// but Redlock and the read-write locks is one.
+// is one.
 type Locker interface {
 	dlock.Locker
 	dlock.Inspector

@@ -31,8 +31,7 @@ var (
 const recordPrefix = "schedlock:"
 
 // Locker is what scheduled jobs lock with: a dlock.Locker that keeps
-// records (dlock.Recorder). Every Locker of this module but Redlock and
-// the read-write locks is one.
+// records (dlock.Recorder). Every Locker of this module is one.
 type Locker interface {
 	dlock.Locker
 	dlock.Recorder
