@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,9 +24,10 @@ type backend struct {
 	acl       []zk.ACL
 	closed    chan struct{}
 	closeOnce sync.Once
-	// kind is "lock" (a mutex), "read" or "write" (a read-write lock);
-	// suffix keeps each kind's directory apart (escape never writes '.').
-	kind, suffix string
+	// order is the primitive's queue discipline (see order.go); suffix
+	// keeps each primitive's directory apart (escape never writes '.').
+	order  order
+	suffix string
 	// patience is how long a call retries while ZooKeeper is unreachable:
 	// the lease TTL.
 	patience time.Duration
@@ -48,8 +48,8 @@ type backend struct {
 	crowded atomic.Bool
 }
 
-func newBackend(conn *zk.Conn, root, kind, suffix string) *backend {
-	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), kind: kind, suffix: suffix, recheck: 2 * time.Second}
+func newBackend(conn *zk.Conn, root string, o order, suffix string) *backend {
+	return &backend{conn: conn, root: root, acl: zk.WorldACL(zk.PermAll), closed: make(chan struct{}), order: o, suffix: suffix, recheck: 2 * time.Second}
 }
 
 var (
@@ -65,7 +65,7 @@ var (
 func (*backend) HoldsEndWithSession() bool { return true }
 
 // SharesHolds implements driver.Sharer: readers' nodes coexist.
-func (b *backend) SharesHolds() bool { return b.kind == "read" }
+func (b *backend) SharesHolds() bool { return b.order.shares() }
 
 // Acquire makes one attempt: it joins the queue only if it could hold at
 // once, and leaves again unless it can.
@@ -148,7 +148,7 @@ type waiter struct {
 func (b *backend) join(ctx context.Context, r driver.Request) (*waiter, error) {
 	w := &waiter{b: b, ctx: ctx, r: r, dir: b.dir(r.Name), pause: b.recheck}
 	var q []string
-	if b.kind == "read" { // a downgrade is told by the queue before the node
+	if b.order.readsFirst() { // a downgrade is told by the queue before the node
 		if err := b.retry(ctx, b.conn.SessionID(), func() (err error) {
 			q, err = b.queue(w.dir)
 			return err
@@ -260,7 +260,7 @@ func (w *waiter) mayHold(fresh bool) (driver.Grant, bool, error) {
 			return driver.Grant{}, false, nil
 		default:
 		}
-		if w.b.kind == "write" {
+		if w.b.order.rereads() {
 			w.q = nil
 			return driver.Grant{}, false, nil
 		}
@@ -386,17 +386,11 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 		if err != nil || len(q) == 0 {
 			return dlock.Holder{}, false, err
 		}
-		first := q[0]
-		if b.kind != "lock" && !strings.Contains(first, "-"+b.kind+"-") {
-			if b.kind == "write" {
-				return dlock.Holder{}, false, nil // readers hold it
-			}
-			if i := slices.IndexFunc(q, func(n string) bool { return strings.Contains(n, "-read-") }); i < 0 {
-				return dlock.Holder{}, false, nil
-			} else if first = q[i]; b.blocker(q, i, "") != "" {
-				return dlock.Holder{}, false, nil // a writer holds it
-			}
+		i := b.order.holder(q)
+		if i < 0 {
+			return dlock.Holder{}, false, nil
 		}
+		first := q[i]
 		type node struct {
 			data []byte
 			st   *zk.Stat

@@ -25,7 +25,7 @@ func validRoot(root string) error {
 }
 
 // Identity implements dlock.Identifier: the kind of lock and its root.
-func (b *backend) Identity() string { return "zk-" + b.kind + ":" + b.root + b.suffix }
+func (b *backend) Identity() string { return "zk-" + b.order.kind() + ":" + b.root + b.suffix }
 
 // CheckName implements driver.NameChecker: under root "/", a name whose
 // node would be ZooKeeper's own /zookeeper is refused.

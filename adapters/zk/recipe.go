@@ -367,69 +367,12 @@ func ownerTag(owner string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// tag is what follows the protected GUID in this hold's node name: the
-// kind, and for read-write nodes the owner's tag, so a reader can tell its
-// own owner's write node. The server appends the sequence.
-//
-// A reader whose owner holds the write lock (the first node of q) reads at
-// once, ahead of other owners' queued writers, or it and they would wait
-// for each other (a downgrade): its node is marked as such, and every
-// writer waits for a marked node wherever it stands in the queue.
-func (b *backend) tag(q []string, owner string) string {
-	switch {
-	case b.kind == "lock":
-		return "lock"
-	case b.kind == "read" && ownsWrite(q, owner):
-		return "read-" + ownerTag(owner) + downgradeMark
-	}
-	return b.kind + "-" + ownerTag(owner)
-}
+// tag is what follows the protected GUID in this hold's node name (see
+// order.tag).
+func (b *backend) tag(q []string, owner string) string { return b.order.tag(q, owner) }
 
-// downgradeMark ends the tag of a reader's node taken under its owner's
-// write lock.
-const downgradeMark = "-g"
-
-func isDowngrade(node string) bool {
-	return strings.Contains(node, "-read-") && strings.Contains(node, downgradeMark+"-")
-}
-
-// ownsWrite reports whether owner holds the write lock in queue q.
-func ownsWrite(q []string, owner string) bool {
-	return len(q) > 0 && strings.Contains(q[0], "-write-"+ownerTag(owner)+"-")
-}
-
-// requeue is what blocker returns for a downgrade node whose owner no
-// longer held the write lock when it was made: it joins the queue again as
-// a plain reader.
-const requeue = "\x00requeue"
-
-// blocker returns the node of q that node i must wait for, or "" when it
-// may hold now. A mutex waits for its predecessor; a writer too, and then
-// for any downgrade reader; a reader waits only for the nearest writer
-// before it that is not its own owner's.
+// blocker returns the node of q that node i must wait for, "" when it may
+// hold now, or requeue (see order.blocker).
 func (b *backend) blocker(q []string, i int, owner string) string {
-	if b.kind != "read" {
-		if i > 0 {
-			return q[i-1]
-		}
-		if b.kind == "write" {
-			if j := slices.IndexFunc(q, isDowngrade); j >= 0 {
-				return q[j]
-			}
-		}
-		return ""
-	}
-	if isDowngrade(q[i]) {
-		if ownsWrite(q, owner) {
-			return ""
-		}
-		return requeue
-	}
-	mine := "-write-" + ownerTag(owner) + "-"
-	for j := i - 1; j >= 0; j-- {
-		if strings.Contains(q[j], "-write-") && !strings.Contains(q[j], mine) {
-			return q[j]
-		}
-	}
-	return ""
+	return b.order.blocker(q, i, owner)
 }

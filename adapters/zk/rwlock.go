@@ -29,11 +29,11 @@ func NewReadWrite(conn *zk.Conn, root string, opts ...dlock.Option) (*ReadWrite,
 	if err := validRoot(root); err != nil {
 		return nil, err
 	}
-	w, err := newLocker(conn, root, "write", ".rw", opts...)
+	w, err := newLocker(conn, root, writer{}, ".rw", opts...)
 	if err != nil {
 		return nil, err
 	}
-	rb := newBackend(conn, root, "read", ".rw")
+	rb := newBackend(conn, root, reader{}, ".rw")
 	rb.patience, rb.recheck, rb.acl = w.b.patience, w.b.recheck, w.b.acl
 	rc, err := w.NewSibling(rb)
 	if err != nil {

@@ -69,8 +69,8 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.
 		return nil, err
 	}
 	s := &Semaphore{
-		mutex:    newBackend(conn, root, "lock", ".sem"),
-		leases:   newBackend(conn, root, "lease", ".leases"),
+		mutex:    newBackend(conn, root, mutex{}, ".sem"),
+		leases:   newBackend(conn, root, leases{}, ".leases"),
 		name:     name,
 		capacity: capacity,
 	}

@@ -105,13 +105,13 @@ func New(conn *zk.Conn, root string, opts ...dlock.Option) (*Locker, error) {
 	if err := validRoot(root); err != nil {
 		return nil, err
 	}
-	return newLocker(conn, root, "lock", "", opts...)
+	return newLocker(conn, root, mutex{}, "", opts...)
 }
 
-func newLocker(conn *zk.Conn, root, kind, suffix string, opts ...dlock.Option) (*Locker, error) {
-	b := newBackend(conn, root, kind, suffix)
+func newLocker(conn *zk.Conn, root string, o order, suffix string, opts ...dlock.Option) (*Locker, error) {
+	b := newBackend(conn, root, o, suffix)
 	var backend driver.Backend = b
-	if kind == "lock" {
+	if _, ok := o.(mutex); ok { // a mutex's hold can be handed on
 		backend = handing{b}
 	}
 	c, err := dlock.NewClient(backend, opts...)
