@@ -39,6 +39,10 @@ type Harness struct {
 	// TTL is the lease of the nodes: a node that dies frees its job's
 	// slot this long after its last renewal. Default 1s.
 	TTL time.Duration
+	// OwnServers says that New's servers belong to this process (started
+	// by the test, or in memory): a child process would have its own, so
+	// the subtest that needs one (KilledNode) is not run.
+	OwnServers bool
 }
 
 // Nodes is how many nodes run each job on the same schedule.
@@ -62,7 +66,9 @@ func Run(t *testing.T, h Harness) {
 		return
 	}
 	t.Run("ExactlyOncePerSlot", s.exactlyOncePerSlot)
-	t.Run("KilledNode", s.killedNode)
+	if !h.OwnServers {
+		t.Run("KilledNode", s.killedNode)
+	}
 	t.Run("LockAtLeastFor", s.lockAtLeastFor)
 	t.Run("SkipWhileRunning", s.skipWhileRunning)
 	t.Run("Wait", s.wait)
