@@ -11,16 +11,16 @@ import (
 
 	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
+	"github.com/dlockhq/dlock/memlock"
 	"github.com/dlockhq/dlock/schedlock"
 )
 
 // Every node calls Run when its schedule fires; one of them runs the
-// nightly report, the others skip it.
+// nightly report, the others skip it. On memlock's in-memory server here;
+// see ExampleNew for the Redis one.
 func Example() {
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	locker, err := redislock.New(client, dlock.WithTTL(time.Minute))
+	locker, err := memlock.NewLocker(memlock.NewServer(), dlock.WithTTL(time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 		// token.
 		return schedlock.Assert(ctx)
 	}
-	name := fmt.Sprintf("example/nightly-report/%d", time.Now().UnixNano())
+	const name = "reports/nightly"
 	err = runner.Run(ctx, name, report, 10*time.Minute, 30*time.Second)
 	fmt.Println("first node:", err)
 	// A node whose schedule fired a moment later finds the slot closed.
@@ -44,4 +44,21 @@ func Example() {
 	// Output:
 	// first node: <nil>
 	// second node skipped: true
+}
+
+// A Runner on the local Redis (make services): every node makes one on
+// its own Locker of the same servers.
+func ExampleNew() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+	locker, err := redislock.New(client, dlock.WithTTL(time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	runner, err := schedlock.New(locker) // lockAtMostFor of its runs: 1 minute or more
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = runner
 }
