@@ -93,6 +93,12 @@ func (c *Client) closable(ctx context.Context) (context.Context, func()) {
 // none (driver.Request.Wait).
 func (c *Client) failed(ctx context.Context, w *waiter, err error) error {
 	h := w.h
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		// The deadline has passed, though ctx's timer may not have fired
+		// yet: an inline call's own deadline, the same instant, can end
+		// it first. The caller's Lock ended by its ctx, and says so.
+		<-ctx.Done()
+	}
 	c.abandon(h, w.req.Wait, w.leaveWithin())
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
