@@ -13,8 +13,9 @@
 //   - lockAtLeastFor keeps the slot closed that long after a run began,
 //     by the lock server's clock, so that a node whose schedule fires a
 //     little later (clock skew, a slow start) does not run a fast job a
-//     second time. Choose it longer than the skew between nodes and
-//     shorter than the period.
+//     second time. Choose it longer than the skew between nodes plus
+//     how late a node may start a run, and shorter than the period less
+//     that.
 //
 // The job gets the run's fencing token and a context cancelled when the
 // lease is lost, before another node can take the slot (dlock's lease
