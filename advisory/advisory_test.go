@@ -25,24 +25,7 @@ func newLocker(t testing.TB, db *sql.DB, opts ...dlock.Option) *advisory.Locker 
 	return testenv.Closing(t, l)
 }
 
-func TestConformance(t *testing.T) {
-	for _, d := range databases {
-		t.Run(d.Name, func(t *testing.T) {
-			db := migrated(t, d.Open)
-			dlocktest.Run(t, dlocktest.Harness{
-				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-					return newLocker(t, db, opts...)
-				},
-				Broken: func(t *testing.T) dlock.Locker {
-					closed := d.Open(t)
-					l := newLocker(t, closed)
-					closed.Close()
-					return l
-				},
-			})
-		})
-	}
-}
+func TestConformance(t *testing.T) { testenv.OnSQL(t, newLocker, dlocktest.Run) }
 
 // Inspect with a label that is long and not ASCII: MySQL reports the
 // owner id whole; PostgreSQL's application_name keeps the token and the

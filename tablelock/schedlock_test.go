@@ -3,19 +3,13 @@ package tablelock_test
 import (
 	"testing"
 
-	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 )
 
 func TestSchedlock(t *testing.T) {
-	for _, d := range databases {
-		t.Run(d.Name, func(t *testing.T) {
-			db := migrated(t, d.Open)
-			schedlocktest.Run(t, schedlocktest.Harness{
-				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-					return newLocker(t, db, opts...)
-				},
-			})
-		})
-	}
+	testenv.OnSQL(t, newLocker, func(t *testing.T, h dlocktest.Harness) {
+		schedlocktest.Run(t, schedlocktest.Harness{New: h.New})
+	})
 }

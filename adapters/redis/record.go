@@ -69,22 +69,7 @@ func (b *redlockBackend) Record(ctx context.Context, name string, token uint64, 
 	errs := b.each(ctx, recordTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return recordOn(ctx, c, 0, 0, name, token, value)
 	})
-	ok, stale := 0, 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, dlock.ErrStale):
-			stale++
-		}
-	}
-	switch {
-	case ok >= b.quorum:
-		return nil
-	case stale > len(b.clients)-b.quorum:
-		return fmt.Errorf("%w: record %q, token %d, on %d of %d servers", dlock.ErrStale, name, token, stale, len(b.clients))
-	}
-	return fmt.Errorf("redislock: Redlock: record %q reached %d of %d servers: %w", name, ok, len(b.clients), errjoin.Join(errs...))
+	return b.quorumResult(fmt.Sprintf("record %q, token %d", name, token), errs, dlock.ErrStale)
 }
 
 // Recorded implements dlock.Recorder: the record with the largest token

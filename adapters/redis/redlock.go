@@ -234,22 +234,23 @@ func (b *redlockBackend) fence(ctx context.Context, r driver.Request, grants []d
 }
 
 // quorumResult turns per-server results into one: nil when a majority
-// succeeded, ErrNotHeld when so many said not held that no majority can.
-func (b *redlockBackend) quorumResult(what string, errs []error) error {
-	ok, notHeld := 0, 0
+// succeeded, refused (dlock.ErrNotHeld, dlock.ErrStale) when so many
+// servers refused that no majority can succeed.
+func (b *redlockBackend) quorumResult(what string, errs []error, refused error) error {
+	ok, refusals := 0, 0
 	for _, err := range errs {
 		switch {
 		case err == nil:
 			ok++
-		case errors.Is(err, dlock.ErrNotHeld):
-			notHeld++
+		case errors.Is(err, refused):
+			refusals++
 		}
 	}
 	switch {
 	case ok >= b.quorum:
 		return nil
-	case notHeld > len(b.clients)-b.quorum:
-		return fmt.Errorf("%w: %s on %d of %d servers", dlock.ErrNotHeld, what, notHeld, len(b.clients))
+	case refusals > len(b.clients)-b.quorum:
+		return fmt.Errorf("%w: %s on %d of %d servers", refused, what, refusals, len(b.clients))
 	}
 	return fmt.Errorf("redislock: %s confirmed by %d of %d servers, %d needed: %w", what, ok, len(b.clients), b.quorum, errjoin.Join(errs...))
 }
@@ -257,7 +258,7 @@ func (b *redlockBackend) quorumResult(what string, errs []error) error {
 func (b *redlockBackend) Refresh(ctx context.Context, h driver.Hold) error {
 	return b.quorumResult("refresh", b.each(ctx, h.TTL, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return refreshOn(ctx, c, h)
-	}))
+	}), dlock.ErrNotHeld)
 }
 
 func (b *redlockBackend) Release(ctx context.Context, h driver.Hold) error {
@@ -269,7 +270,7 @@ func (b *redlockBackend) Release(ctx context.Context, h driver.Hold) error {
 			return nil // released where it was held; elsewhere it expires
 		}
 	}
-	return b.quorumResult("release", errs)
+	return b.quorumResult("release", errs, dlock.ErrNotHeld)
 }
 
 // Subscribe listens on every server that answers, all at once, and wakes

@@ -274,8 +274,8 @@ func (s suite) leaderAndObserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Term != a.Term() || l.Value != "a1" || !strings.HasPrefix(l.Owner, "") || l.Owner == "" {
-		t.Fatalf("Leader = %+v, want term %d, value a1 and an owner", l, a.Term())
+	if l.Term != a.Term() || l.Value != "a1" || l.Owner != a.Owner() {
+		t.Fatalf("Leader = %+v, want term %d, value a1 and owner %q", l, a.Term(), a.Owner())
 	}
 	if slack := time.Second; l.Since.Before(before.Add(-slack)) || l.Since.After(time.Now().Add(slack)) {
 		t.Errorf("Leader.Since = %v, not between the campaign's start (%v) and now", l.Since, before)

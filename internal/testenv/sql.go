@@ -33,6 +33,27 @@ func Migrated(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
 	return db
 }
 
+// OnSQL runs suite on each SQL test database with a harness of the
+// Lockers mk makes: New on the migrated database, Broken on one closed at
+// once. The conformance, election and scheduled-job tests of the SQL
+// backends are this with their suite.
+func OnSQL[L dlock.Locker](t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) L, suite func(*testing.T, dlocktest.Harness)) {
+	for _, d := range SQLDatabases {
+		t.Run(d.Name, func(t *testing.T) {
+			db := Migrated(t, d.Open)
+			suite(t, dlocktest.Harness{
+				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { return mk(t, db, opts...) },
+				Broken: func(t *testing.T) dlock.Locker {
+					closed := d.Open(t)
+					l := mk(t, closed)
+					closed.Close()
+					return l
+				},
+			})
+		})
+	}
+}
+
 // SelectOne is a bare round trip to db, the unit of the SQL benchmarks.
 func SelectOne(db *sql.DB) func(context.Context) error {
 	return func(ctx context.Context) error {

@@ -115,20 +115,17 @@ func (sc schedule) fire(node, slot int) time.Time {
 	return sc.start.Add(time.Duration(slot)*sc.period + time.Duration(node)*sc.period/16)
 }
 
-// node runs the schedule's slots from first on r; ran is called with each
-// slot it ran (at its start), and job, when not nil, runs as its work.
-func (sc schedule) node(ctx context.Context, r *schedlock.Runner, atMost time.Duration, node, first int, ran func(slot int), job func(ctx context.Context, slot int)) error {
-	for slot := first; slot < sc.slots; slot++ {
+// node runs the schedule's slots on r as node; ran is called with each
+// slot it ran, as the run's work.
+func (sc schedule) node(ctx context.Context, r *schedlock.Runner, atMost time.Duration, node int, ran func(slot int)) error {
+	for slot := range sc.slots {
 		select {
 		case <-time.After(time.Until(sc.fire(node, slot))):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := r.Run(ctx, sc.name, func(ctx context.Context, _ uint64) error {
+		err := r.Run(ctx, sc.name, func(context.Context, uint64) error {
 			ran(slot)
-			if job != nil {
-				job(ctx, slot)
-			}
 			return nil
 		}, atMost, atLeastFor(sc.period))
 		if err != nil && !errors.Is(err, schedlock.ErrSkipped) {
@@ -184,19 +181,25 @@ func (s suite) exactlyOncePerSlot(t *testing.T) {
 	sc := schedule{name: dlocktest.Name(t), start: time.Now().Add(period), period: period, slots: slots()}
 	ctx := ctxT(t, time.Duration(sc.slots+4)*period+dlocktest.Timeout)
 	var got runs
+	s.nodes(t, ctx, sc, 0, &got).Wait()
+	got.check(t, sc.slots)
+}
+
+// nodes starts nodes first to Nodes-1 of sc on Lockers of their own,
+// each adding the slots it ran to got; wait for them on the WaitGroup.
+func (s suite) nodes(t *testing.T, ctx context.Context, sc schedule, first int, got *runs) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for node := range Nodes {
+	for node := first; node < Nodes; node++ {
 		r := s.runner(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := sc.node(ctx, r, max(s.h.TTL, period), node, 0, func(slot int) { got.add(slot, fmt.Sprint("node ", node)) }, nil); err != nil {
+			if err := sc.node(ctx, r, max(s.h.TTL, sc.period), node, func(slot int) { got.add(slot, fmt.Sprint("node ", node)) }); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	wg.Wait()
-	got.check(t, sc.slots)
+	return &wg
 }
 
 // The child process of killedNode.
@@ -219,17 +222,7 @@ func (s suite) killedNode(t *testing.T) {
 	ctx := ctxT(t, time.Duration(sc.slots+4)*period+dlocktest.Timeout)
 	child := subproc.Start(t, childPrefix, fmt.Sprintf("%s=%s,%d,%d,%d", childEnv, sc.name, sc.start.UnixNano(), period, sc.slots))
 	var got runs
-	var wg sync.WaitGroup
-	for node := 1; node < Nodes; node++ { // node 0, the earliest, is the child
-		r := s.runner(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := sc.node(ctx, r, max(s.h.TTL, period), node, 0, func(slot int) { got.add(slot, fmt.Sprint("node ", node)) }, nil); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	wg := s.nodes(t, ctx, sc, 1, &got) // node 0, the earliest, is the child
 	killed := false
 	for line := range child.Lines() {
 		var slot int
@@ -258,14 +251,14 @@ func (s suite) killedChild(t *testing.T, env string) {
 	n, _ := strconv.Atoi(parts[3])
 	sc := schedule{name: parts[0], start: time.Unix(0, start), period: time.Duration(period), slots: n}
 	ctx := ctxT(t, time.Duration(sc.slots+4)*sc.period+dlocktest.Timeout)
-	err := sc.node(ctx, s.runner(t), max(s.h.TTL, sc.period), 0, 0, func(slot int) {
+	err := sc.node(ctx, s.runner(t), max(s.h.TTL, sc.period), 0, func(slot int) {
 		if slot >= killedSlot {
 			subproc.Say(childPrefix, "hangs in %d", slot)
 			<-ctx.Done()
 			return
 		}
 		subproc.Say(childPrefix, "ran %d", slot)
-	}, nil)
+	})
 	subproc.Say(childPrefix, "ended: %v", err)
 }
 
