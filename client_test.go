@@ -411,6 +411,19 @@ func (b leaving) Leave(context.Context, driver.Request) error {
 	return nil
 }
 
+// hangingLeave is a memory backend whose Leave alone hangs, until leave
+// is closed; its other calls answer as usual, so a waiter's next attempt
+// never hangs with it.
+type hangingLeave struct {
+	*memory
+	leave chan struct{}
+}
+
+func (b hangingLeave) Leave(context.Context, driver.Request) error {
+	<-b.leave
+	return nil
+}
+
 // A Lock cancelled (no deadline) while its attempt hangs on a frozen
 // server returns within CancelMargin of the cancel: waiting to leave the
 // queue shares the margin the hung attempt already used up.
@@ -855,10 +868,12 @@ func TestAccepts(t *testing.T) {
 }
 
 // A Lock whose ctx ends while it waits between attempts, on a server that
-// then stops answering, spends at most part of CancelMargin leaving the
-// server's queue, and returns within the margin, not just past it.
+// then does not answer its Leave, spends at most part of CancelMargin
+// leaving the server's queue, and returns within the margin, not just
+// past it. Only Leave hangs: an attempt caught hanging would use the
+// whole margin by its own rule (see TestLeavingHangsWithinCancelMargin).
 func TestLeavingKeepsPartOfTheMargin(t *testing.T) {
-	m := leaving{newMemory()}
+	m := hangingLeave{newMemory(), make(chan struct{})}
 	holder, waiter := newClient(t, m), newClient(t, m)
 	lease, err := holder.Lock(context.Background(), "x")
 	if err != nil {
@@ -875,9 +890,8 @@ func TestLeavingKeepsPartOfTheMargin(t *testing.T) {
 		}
 		returned <- time.Now()
 	}()
-	m.waitRefused(t) // the waiter is between attempts
-	m.freeze()       // leaving its queue now hangs
-	defer m.thaw()
+	m.waitRefused(t)     // the waiter is between attempts
+	defer close(m.leave) // leaving its queue hangs until the end
 	cancelled := time.Now()
 	cancel()
 	if took := (<-returned).Sub(cancelled); took >= dlock.CancelMargin {
