@@ -3,7 +3,9 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -75,5 +77,73 @@ func TestInterruptedLockLeavesNothing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Redisson's testLockIsNotRenewedAfterInterruptedTryLock, for every lock
+// kind: the attempt reaches the server and is granted there, but its
+// reply is held until the caller's ctx has ended. The caller gets
+// ErrNotAcquired, so what the server granted must be given back: within
+// moments, only the name's fence counter is left.
+func TestInterruptedInFlightGrantLeavesNothing(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	c := client(t, addr)
+	kinds := []string{"lock", "fair", "write", "read"}
+	for _, kind := range kinds {
+		for _, try := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/try=%v", kind, try), func(t *testing.T) {
+				p := testenv.NewProxy(t, addr)
+				var l dlock.Locker
+				switch kind {
+				case "lock":
+					l = newLocker(t, client(t, p.Addr()))
+				case "fair":
+					l = newFair(t, client(t, p.Addr()))
+				case "write":
+					l = newRW(t, p.Addr()).Write
+				case "read":
+					l = newRW(t, p.Addr()).Read
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+				defer cancel()
+				name := dlocktest.Name(t)
+				warm, err := l.Lock(ctx, name+".warm") // the pool has its connection
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := warm.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				p.HoldReplies()
+				actx, acancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				if try {
+					_, err = l.TryLock(actx, name)
+				} else {
+					_, err = l.Lock(actx, name)
+				}
+				acancel()
+				if !errors.Is(err, dlock.ErrNotAcquired) {
+					t.Fatalf("attempt whose reply was held: %v, want ErrNotAcquired", err)
+				}
+				p.Restore()
+				fence := "dlock:{" + name + "}:fence"
+				var left []string
+				for range 100 {
+					keys, err := c.Keys(ctx, "dlock:{"+name+"}*").Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					left = slices.DeleteFunc(keys, func(k string) bool { return k == fence })
+					if len(left) == 0 {
+						if c.Exists(ctx, fence).Val() != 1 {
+							t.Fatal("the attempt never reached the server: nothing was tested")
+						}
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				t.Fatalf("2 s after an interrupted attempt the server still has %v", left)
+			})
+		}
 	}
 }
