@@ -140,21 +140,3 @@ func TestQueueWakesAnOlderProcessOnTheSharedChannel(t *testing.T) {
 		t.Fatalf("shared channel: %q, want %q", p, want)
 	}
 }
-
-// On a schema migrated to 000003 but not 000004 (no own_channel), the
-// queue works as before: processes queue, and a release wakes the head on
-// the shared channel.
-func TestWithoutOwnChannel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	admin, name, first, next := olderSchemaWait(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN own_channel")
-	_, shared := listening(t, admin, "dlock_locks", name)
-	pid := queued(t, ctx, admin, name, 1)[0]
-	lease := handedOn(t, ctx, first, next, "without own_channel")
-	if p, want := receive(t, ctx, shared, "the shared channel"), fmt.Sprintf("%d/%s", pid, name); p != want {
-		t.Fatalf("shared channel: %q, want %q", p, want)
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -58,29 +58,30 @@
 // release's work on the server, so a hold whose acquire saw nobody else
 // queued is released by a short statement while that is still so; when
 // a process has queued since, that statement changes nothing and the
-// queue's release follows (one statement more, once per hold). Processes running a version of this package from
-// before the queue do not join it: they wake at their fallback poll
-// (dlock.Config.PushFallback) while newer processes wait too. On a schema
-// without the queue's table (migration 000003 not applied yet), a Locker
-// logs a warning once and works as before the queue. Before migration
-// 000004 (own_channel), every listening process receives every queued
-// process's wake-up, and drops it; before 000005 (the grant columns), a
-// release wakes the head, which takes the lock with an attempt of its
-// own. A Locker logs a warning once for either.
+// queue's release follows (one statement more, once per hold). Processes
+// running a version of this package from before the queue do not join
+// it: they wake at their fallback poll (dlock.Config.PushFallback) while
+// newer processes wait too.
+//
+// The schema. A Locker's statements are written for the schema of this
+// version's migrations and no older one: its first call that reaches the
+// database checks, in one query, that the tables and columns are there,
+// and returns ErrSchema, naming the migration that is missing, until they
+// are. Migrations only add, so instances of an earlier version keep
+// working on a database migrated for a later one, and a fleet upgrades by
+// migrating first.
 //
 // Goroutines sharing a Locker queue in the process, and when a hold ends
 // while one of them waits, one UPDATE hands the row to it: a new owner, the
 // next token and a new expiry. That replaces a release and an acquire.
 // The row is released as usual instead when
 // another process waits for it (PostgreSQL: it is in dlock_waiters; MySQL:
-// a waiter's attempt stamped waited_at in the last second, migration
-// 000004; not the Locker's own attempts, made while it waited for the
+// a waiter's attempt stamped waited_at in the last second; not the
+// Locker's own attempts, made while it waited for the
 // lock: a stamp older than its last one may be its own and is passed
 // over, and a waiter of another process hidden behind it is seen when it
 // stamps again, within half a second), and after dlock.DefaultHandOffs
-// hand-offs in a row
-// (dlock.WithHandOffs). On a MySQL schema without waited_at nothing is
-// handed on, and a warning is logged once.
+// hand-offs in a row (dlock.WithHandOffs).
 //
 // Commits and their WAL flush, on PostgreSQL. An acquire and a renewal
 // wait for their commit's flush (and a synchronous standby's). A release

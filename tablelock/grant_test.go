@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +36,9 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 	first := hold(t, ctx, name)
 	var count testenv.PGCounter
 	waiter := newLocker(t, process(t, &count), slowPoll, dlock.WithTTL(time.Minute))
+	if _, _, err := waiter.Inspect(ctx, name); err != nil { // the Locker's one schema check
+		t.Fatal(err)
+	}
 	before, _ := count.Requests()(ctx)
 	next := waitFor(ctx, waiter, name)
 	queued(t, ctx, admin, name, 1)
@@ -257,23 +259,6 @@ func TestLostGrantIsTakenByTheNextAttempt(t *testing.T) {
 		t.Fatalf("TryLock after the grant's one hold ended: %v", err)
 	}
 	_ = lease.Unlock(ctx)
-}
-
-// On a schema migrated to 000004 but not 000005 (no grant columns), a
-// release wakes the head of the queue, which takes the lock itself.
-func TestWithoutGrantColumns(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	admin, name, first, next := olderSchemaWait(t, ctx, "ALTER TABLE dlock_waiters DROP COLUMN owner, DROP COLUMN ttl_us, DROP COLUMN attempt")
-	pid := queued(t, ctx, admin, name, 1)[0]
-	_, own := listening(t, admin, "dlock_locks_"+strconv.FormatInt(pid, 10), name)
-	lease := handedOn(t, ctx, first, next, "without the grant columns")
-	if p, want := receive(t, ctx, own, "the process's own channel"), strconv.FormatInt(pid, 10)+"/"+name; p != want {
-		t.Fatalf("own channel: %q, want the wake-up %q", p, want)
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A grant to a process that stopped attempting (frozen, or cut off with

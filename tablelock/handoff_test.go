@@ -1,14 +1,11 @@
 package tablelock_test
 
 import (
-	"context"
 	"database/sql"
 	"testing"
 
 	"github.com/dlockhq/dlock"
-	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
-	"github.com/dlockhq/dlock/migrations"
 )
 
 // Call chains sharing a Locker hand the row on to each other in one
@@ -24,28 +21,6 @@ func TestHandOff(t *testing.T) {
 // the other process gets the lock.
 func TestHandOffLetsAnotherProcessIn(t *testing.T) {
 	testenv.CheckHandOffLetsAnotherIn(t, sharedLocker, dlock.WithHandOffs(1<<30))
-}
-
-// A MySQL schema without waited_at (migration 000004 not applied yet)
-// keeps working: attempts leave no mark, and nothing is handed on, since
-// waiters of other processes could not be seen.
-func TestWithoutWaitedAt(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	dsn := testenv.FreshDSN(t, "mysql")
-	if err := migrations.Up(ctx, testenv.Open(t, "mysql", dsn)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.Open(t, "mysql", dsn).ExecContext(ctx, "ALTER TABLE dlock_locks DROP COLUMN waited_at"); err != nil {
-		t.Fatal(err)
-	}
-	var count testenv.MySQLCounter
-	l := newLocker(t, count.OpenDSN(t, dsn))
-	// The first statement fails on the missing column and is run again
-	// without it; every later hold is an acquire and a release.
-	if perHold := testenv.StatementsPerHold(t, l, count.Requests(), "unmigrated"); perHold < 2 {
-		t.Errorf("%.2f statements per hold without waited_at: holds were handed on", perHold)
-	}
 }
 
 // sharedLocker is newLocker as the shared hand-off checks take it.

@@ -67,7 +67,7 @@ type listener struct {
 
 // ownerWait is the subscribed waiters of one owner (one, but for a
 // subscription that overlaps the next) and its side of a grant that a
-// release makes on its behalf (see pgGrantRelease): when its attempts
+// release makes on its behalf (see pgRelease): when its attempts
 // were sent, and the grant once the release notified it. The grant names
 // the owner's attempt whose queue row it was made from, and the lease
 // counts from that attempt's send time, which precedes the grant.
@@ -442,10 +442,7 @@ func (l *listener) deliver(ctx context.Context, pid uint32, payload string) {
 		l.hub.WakeOne(name)
 	default:
 		l.background(ctx, func(ctx context.Context) {
-			_, err := l.db.ExecContext(ctx, pgOwnChannel.passOn, name, int64(pid))
-			if missingOwnChannel(err) { // migration 000004 not applied; nothing changed
-				_, err = l.db.ExecContext(ctx, pgSharedChannel.passOn, name, int64(pid))
-			}
+			_, err := l.db.ExecContext(ctx, pgPassOn, name, int64(pid))
 			if err != nil && ctx.Err() == nil {
 				l.log.Warn("tablelock: passing a wake-up on", "name", name, "err", err)
 			}
@@ -511,7 +508,7 @@ func (l *listener) background(ctx context.Context, f func(ctx context.Context)) 
 const passOnTimeout = 5 * time.Second
 
 // grantNote is a grant's notification: "g/<pid>/<attempt>/<token>/<term
-// µs>/<owner length in characters>/<owner><name>" (see pgGrantRelease).
+// µs>/<owner length in characters>/<owner><name>" (see pgRelease).
 type grantNote struct {
 	pid            uint32
 	attempt, token uint64

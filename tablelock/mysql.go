@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -20,7 +19,8 @@ import (
 // the owner holds (an owner id is one hold's: that is a retried attempt
 // whose reply was lost, not counted twice; see pgTake), in one statement.
 // ON DUPLICATE KEY UPDATE assigns left to right and later expressions see
-// earlier results, so owner is decided first; after it, "owner = VALUES(owner)" means the lock is ours. The
+// earlier results, so owner is decided first; after it,
+// "owner = VALUES(owner)" means the lock is ours. The
 // token comes back through LAST_INSERT_ID(expr), which the server returns
 // in the statement's reply as the insert id: the token when acquired, 0
 // when another owner holds the lock. Times are UTC_TIMESTAMP(6), which no
@@ -29,18 +29,13 @@ import (
 // a statement that started before the release and waited for its row lock.
 // Comparisons of owner are NULL-safe (<=>): a NULL must not pick IF's else.
 //
-// A failed attempt also stamps waited_at (migration 000004), which
+// A failed attempt also stamps waited_at, which
 // myTransfer reads: waiters poll, and would rarely find the lock free if
 // the holder's process handed it on between its own goroutines. The stamp
 // is renewed only when it is older than half of waitedWindow, so that
 // polling waiters write (and flush the log for) the row at most twice a
 // second between them.
-const myAcquire = myAcquireUnmarked + `,
-	waited_at   = IF(owner <=> VALUES(owner) OR waited_at > UTC_TIMESTAMP(6) - INTERVAL 500000 MICROSECOND, waited_at, UTC_TIMESTAMP(6))`
-
-// myAcquireUnmarked is myAcquire on a schema without waited_at (MySQL
-// migration 000004 not applied).
-const myAcquireUnmarked = `
+const myAcquire = `
 INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
 VALUES (?, ?, 1, LAST_INSERT_ID(` + myClock + `), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
@@ -49,7 +44,8 @@ ON DUPLICATE KEY UPDATE
 	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), LAST_INSERT_ID(token))),
 	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, GREATEST(reentry, 1))),
 	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
-	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
+	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at),
+	waited_at   = IF(owner <=> VALUES(owner) OR waited_at > UTC_TIMESTAMP(6) - INTERVAL 500000 MICROSECOND, waited_at, UTC_TIMESTAMP(6))`
 
 // myClock is the server's clock in µs: a new hold's token is the larger
 // of the last token + 1 and it (see pgClock).
@@ -112,14 +108,9 @@ FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMES
 // MariaDB and MySQL set innodb_flush_log_at_trx_commit for the whole
 // server only, so a release cannot skip it as on PostgreSQL.
 type mysql struct {
-	db *sql.DB
-	// unmarked is set once the schema turned out to have no waited_at
-	// (migration 000004 not applied): attempts then leave no mark, and
-	// no hold is handed on, since waiters of other processes could not
-	// be seen.
-	unmarked atomic.Bool
-	log      *slog.Logger
-	backoff  dlock.Backoff // paces a room's poll
+	db      *sql.DB
+	log     *slog.Logger
+	backoff dlock.Backoff // paces a room's poll
 
 	mu sync.Mutex
 	// misses is when an attempt of this Locker last found each name
@@ -172,23 +163,6 @@ func (m *mysql) window(name string) time.Duration {
 	return min(waitedWindow, time.Since(at))
 }
 
-// noWaitedAt reports whether err says waited_at is missing, and if so
-// switches m to the statements without it, once.
-func (m *mysql) noWaitedAt(err error) bool {
-	return schemaFallback(sqldialect.MissingColumn(err, "waited_at"), &m.unmarked, m.log, err,
-		"tablelock: dlock_locks has no waited_at (MySQL migration 000004): holds are not handed on between goroutines until it is applied")
-}
-
-// schemaFallback reports missing (err says a table or column of a later
-// migration is missing) and, the first time, sets older, whereupon the
-// caller uses the statements without it, and logs why once.
-func schemaFallback(missing bool, older *atomic.Bool, log *slog.Logger, err error, why string) bool {
-	if missing && !older.Swap(true) {
-		log.Warn(why, "err", err)
-	}
-	return missing
-}
-
 var (
 	_ driver.Backend      = (*mysql)(nil)
 	_ driver.Transferer   = (*mysql)(nil)
@@ -211,14 +185,7 @@ func (m *mysql) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) 
 }
 
 func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	stmt := myAcquire
-	if m.unmarked.Load() {
-		stmt = myAcquireUnmarked
-	}
-	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(stmt, r.Name, r.Owner, micros(r.TTL)))
-	if stmt == myAcquire && m.noWaitedAt(err) { // a failed statement changed nothing
-		res, err = m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquireUnmarked, r.Name, r.Owner, micros(r.TTL)))
-	}
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquire, r.Name, r.Owner, micros(r.TTL)))
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -255,13 +222,7 @@ func (m *mysql) Release(ctx context.Context, h driver.Hold) error {
 }
 
 func (m *mysql) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
-	if m.unmarked.Load() {
-		return driver.Grant{}, nil
-	}
 	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, micros(r.TTL), h.Name, h.Owner, h.Token, micros(m.window(h.Name))))
-	if m.noWaitedAt(err) {
-		return driver.Grant{}, nil // nothing changed: released as usual
-	}
 	if err != nil {
 		return driver.Grant{}, err
 	}

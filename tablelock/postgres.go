@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlockhq/dlock"
@@ -17,10 +15,10 @@ import (
 )
 
 // notifyChannel is the LISTEN/NOTIFY channel of releases for every
-// process, and for processes that queued without a channel of their own;
-// the payload is "<pid>/<name>", see parsePayload. A process queued with
-// own_channel (migration 000004) is notified on notifyChannel_<pid>, with
-// the same payload.
+// process, and for processes that queued without a channel of their own
+// (an earlier version's); the payload is "<pid>/<name>", see
+// parsePayload. A process queued with own_channel is notified on
+// notifyChannel_<pid>, with the same payload.
 const notifyChannel = "dlock_locks"
 
 // pgAcquire inserts the row, takes over an expired one, or re-enters one
@@ -39,20 +37,11 @@ const notifyChannel = "dlock_locks"
 // the last SELECT reports the holder's remaining lease, or 1µs (retry at
 // once) when the gate turned the attempt away, and for a hold taken,
 // whether no process was queued for the name (see pgReleaseQuiet).
-var pgAcquire = pgAttempt(pgOutcome(`NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now())`))
-
-// pgAcquireBare is pgAcquire for a schema without dlock_waiters
-// (migration 000003 not applied): no hold is quiet.
-var pgAcquireBare = pgAttempt(pgOutcome("false"))
-
-// pgAttempt is pgAcquire with the result row outcome.
-func pgAttempt(outcome string) string {
-	return `
+var pgAcquire = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (` + pgTake + `
-)` + outcome
-}
+)` + pgOutcome(`NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now())`)
 
 // pgAcquireQueued is pgAcquire for an attempt of a listening process
 // (see listener): it also keeps the process's place in dlock_waiters, in
@@ -62,37 +51,31 @@ WITH cur AS (
 // successful one takes the process out of the queue, or, when other
 // waiters of the process still wait ($6), sends it to the back. The rows
 // are in an unlogged table: a failed attempt stays free of WAL flushes.
-// With own (migration 000004) the row says that the process listens on a
-// channel of its own. With grants (migration 000005) a failed attempt
-// also leaves its owner, TTL and number ($8) in the row, for a release
-// to grant the lock to (see pgGrantRelease); a successful one clears the
-// owner, so the process's other waiters are woken to try for themselves.
-func pgAcquireQueued(own, grants bool) string {
-	cols, vals, set := "", "", ""
-	if own {
-		cols, vals, set = ", own_channel", ", true", ",\n\t\town_channel = true"
-	}
-	if grants {
-		cols += ", owner, ttl_us, attempt"
-		vals += ", CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE $2::varchar END, $3::bigint, $8::bigint"
-		set += ",\n\t\towner = EXCLUDED.owner, ttl_us = EXCLUDED.ttl_us, attempt = EXCLUDED.attempt"
-	}
-	return `
+// The row says that the process listens on a channel of its own
+// (own_channel). A failed attempt also leaves its owner, TTL and number
+// ($8) in the row, for a release to grant the lock to (see
+// pgRelease); a successful one clears the owner, so the process's
+// other waiters are woken to try for themselves.
+var pgAcquireQueued = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
 ), taken AS (` + pgTake + `
 ), queued AS (
-	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at` + cols + `)
-	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond'` + vals + `
+	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
+	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond', true,
+		CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE $2::varchar END, $3::bigint, $8::bigint
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM taken) THEN $6::boolean ELSE $5::boolean END
 	ON CONFLICT (name, pid) DO UPDATE SET
-		since      = CASE WHEN EXISTS (SELECT 1 FROM taken) OR w.expires_at <= now() THEN now() ELSE w.since END,
-		expires_at = EXCLUDED.expires_at` + set + `
+		since       = CASE WHEN EXISTS (SELECT 1 FROM taken) OR w.expires_at <= now() THEN now() ELSE w.since END,
+		expires_at  = EXCLUDED.expires_at,
+		own_channel = true,
+		owner       = EXCLUDED.owner,
+		ttl_us      = EXCLUDED.ttl_us,
+		attempt     = EXCLUDED.attempt
 ), dequeued AS (
 	DELETE FROM dlock_waiters
 	WHERE name = $1 AND pid = $4 AND NOT $6::boolean AND EXISTS (SELECT 1 FROM taken)
 )` + pgQueuedOutcome
-}
 
 // pgQueuedOutcome is pgOutcome for an attempt of a listening process: a
 // hold is quiet when no other waiter of the process ($6) and no other
@@ -105,7 +88,7 @@ var pgQueuedOutcome = pgOutcome(`NOT ($6::boolean OR EXISTS (
 // is this hold's own, taken by an attempt whose reply was lost: it is
 // taken again as it is, not counted twice, and a retried attempt is
 // idempotent (driver.DeadlineBound). One granted to the owner by a
-// release and not yet taken (reentry 0, see pgGrantRelease) is taken as
+// release and not yet taken (reentry 0, see pgRelease) is taken as
 // its one hold, with its token. Either way its expiry is pushed to this
 // attempt's TTL, from which the waiter counts its lease.
 const pgTake = `
@@ -145,59 +128,44 @@ const pgRefresh = `
 UPDATE dlock_locks SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 
-// pgRelease leaves one hold; the last one frees the row and notifies
-// the longest waiting live process in dlock_waiters, or every listening
-// process when none is queued (see listener; delivered when the statement
-// commits). It also deletes the name's expired queue rows. Token 0 matches
-// the owner's hold whatever its token: the owner id is unique to one hold.
-//
-// The release commits without waiting for its WAL flush (or a synchronous
-// standby): synchronous_commit is off for its transaction alone. A crash
-// can lose a release that already returned, and then the lock stays with
-// the old holder until its expiry: a delay, never a second holder. The
-// next acquire's own commit flushes the WAL past the release anyway.
-func pgRelease(own bool) string {
-	return `
-WITH released AS (` + pgLeave + `
-), gone AS (
-	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
-)
-SELECT CASE
-	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
-	WHEN reentry = 0 THEN ` + pgWake + ` IS NOT NULL
-END FROM released LEFT JOIN (` + pgHead(own, false) + `) head ON true`
-}
-
-// pgGrantRelease is pgRelease on a schema with the grant columns
-// (migration 000005): the last hold passes, in the same UPDATE, to the
-// owner that the queue's head process last waited with, with the next
-// token (reentry 0: granted, not yet taken), for that waiter's TTL or,
-// when shorter, what is left of the process's place in the queue (a
-// process that stopped attempting, frozen or cut off, holds the lock no
-// longer than its place would have blocked it). The head is notified on
-// its own channel with
+// pgRelease leaves one hold of $2 (token $3, or 0 for whatever token:
+// the owner id is unique to one hold). The last hold passes, in the same
+// UPDATE, to the owner that the queue's head process last waited with,
+// with the next token (reentry 0: granted, not yet taken), for that
+// waiter's TTL or, when shorter, what is left of the process's place in
+// the queue (a process that stopped attempting, frozen or cut off, holds
+// the lock no longer than its place would have blocked it). The head is
+// notified on its own channel with
 // "g/<pid>/<attempt>/<token>/<term µs>/<owner length>/<owner><name>"
-// (see parseGrant). The waiter takes the lock without a statement of its own.
-// The head's row goes with the grant. No grant goes to the releasing
+// (see parseGrant). The waiter takes the lock without a statement of its
+// own. The head's row goes with the grant. No grant goes to the releasing
 // owner, nor to a head without an owner (a process of an earlier
-// version, or one whose waiter left): it is woken as before.
+// version, or one whose waiter left): it is woken instead, and tries for
+// the lock. With nobody queued, every listening process is notified, for
+// a waiter whose queue row the statement could not see yet. The
+// statement also deletes the name's expired queue rows.
 //
 // The release commits without waiting for its WAL flush (or a
-// synchronous standby), as pgRelease does, and so grants only what may
-// be lost with it: a term that ends no later than the hold it replaces
-// (see pgLazy). When that would cut the term to less than half, it grants
-// nothing and wakes the head, whose own attempt takes the lock, waiting
-// for its flush as an acquire does. (A grant that waited for a
-// synchronous standby would be seen by its holder as soon as the
-// releasing client gave up the wait, and lost in a failover.)
-//
-// with adds CTEs run first, and match narrows the hold released (see
-// pgLeave).
-func pgGrantRelease(with, match string) string {
+// synchronous standby): synchronous_commit is off for its transaction
+// alone. A crash can lose a release that already returned, and then the
+// lock stays with the old holder until its expiry: a delay, never a
+// second holder. The next acquire's own commit flushes the WAL past the
+// release anyway. So it grants only what may be lost with it: a term
+// that ends no later than the hold it replaces (see pgLazy). When that
+// would cut the term to less than half, it grants nothing and wakes the
+// head, whose own attempt takes the lock, waiting for its flush as an
+// acquire does. (A grant that waited for a synchronous standby would be
+// seen by its holder as soon as the releasing client gave up the wait,
+// and lost in a failover.)
+var pgRelease = pgReleaseWith("", "")
+
+// pgReleaseWith is pgRelease; with adds CTEs run first, and match narrows
+// the hold released (see pgLeaveQueue).
+func pgReleaseWith(with, match string) string {
 	return `
 WITH ` + with + `gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND expires_at <= now() RETURNING pid
-), head AS (` + pgHead(true, true) + `
+), head AS (` + pgHead(true) + `
 ), released AS (
 	UPDATE dlock_locks l SET
 		reentry     = CASE WHEN l.reentry > 1 THEN l.reentry - 1 ELSE 0 END,
@@ -231,32 +199,24 @@ END FROM released r LEFT JOIN head ON true`
 // connection's pid) keeps its place for its other waiters, under no
 // owner, and the lock passes on as a release passes it. $3 is the
 // grant's token, or 0 for whatever the waiter was granted.
-var pgLeaveQueue = pgGrantRelease(`left_queue AS (
+var pgLeaveQueue = pgReleaseWith(`left_queue AS (
 	UPDATE dlock_waiters SET owner = NULL WHERE name = $1 AND pid = $4 AND owner = $2
 ), `, `
 		AND l.reentry = 0`)
 
-// pgReleaseUnqueued is pgRelease for a schema without dlock_waiters (not
-// yet migrated to 000003): the last hold wakes every listening process.
-const pgReleaseUnqueued = `
-WITH released AS (` + pgLeave + `
-)
-SELECT CASE
-	WHEN set_config('synchronous_commit', 'off', true) IS NULL THEN NULL
-	WHEN reentry = 0 THEN pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL
-END FROM released`
-
 // pgReleaseQuiet is the release of a hold whose acquire saw nobody else
-// queued (see quiet), when nobody is queued still: pgReleaseUnqueued's
-// few steps, where pgGrantRelease's plan (the queue's head, its
-// liveness, the grant's term) costs the server more than the rest of the
-// release. When a live process is queued for the name, it changes
+// queued (see quiet), when nobody is queued still: a few steps, where
+// pgRelease's plan (the queue's head, its liveness, the grant's term)
+// costs the server more than the rest of the release. When a live process is queued for the name, it changes
 // nothing and says so, and the caller releases with the queue's
 // statement instead. The first column says whether it released, the
 // second whether anyone is queued; a hold that is not held gives false
 // and false. As pgRelease, it notifies every listening process when the
 // lock is free, for a waiter whose queue row it could not see yet, and
 // commits without waiting for its flush.
+//
+// A granted hold not yet re-entered has reentry 0 (see pgRelease): its
+// release, like that of reentry 1, is the last.
 const pgReleaseQuiet = `
 WITH waiting AS (
 	SELECT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now()) AS queued
@@ -271,13 +231,8 @@ SELECT r.reentry IS NOT NULL AND CASE
 END, w.queued
 FROM waiting w LEFT JOIN released r ON true`
 
-// pgLeave is the update of pgRelease and pgReleaseUnqueued. A hold
-// granted and not re-entered has reentry 0 (see pgGrantRelease): its
-// release, like that of reentry 1, is the last.
-const pgLeave = pgLeaveUpdate + `
-	RETURNING reentry`
-
-// pgLeaveUpdate is pgLeave up to its WHERE, which pgReleaseQuiet narrows.
+// pgLeaveUpdate is pgReleaseQuiet's update of the hold, up to its WHERE,
+// which pgReleaseQuiet narrows.
 const pgLeaveUpdate = `
 	UPDATE dlock_locks SET
 		reentry    = GREATEST(reentry - 1, 0),
@@ -286,16 +241,15 @@ const pgLeaveUpdate = `
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()`
 
 // pgWake notifies the process head (pgHead, joined with LEFT JOIN), on
-// its own channel when it has one, or, when head is NULL, every listening
-// process.
+// its own channel when it has one (an earlier version's process may
+// not), or, when head is NULL, every listening process.
 const pgWake = `pg_notify(
 		CASE WHEN head.own_channel THEN '` + notifyChannel + `_' || head.pid ELSE '` + notifyChannel + `' END,
 		coalesce(head.pid, 0) || '/' || $1)`
 
 // pgHead is the longest waiting process queued for $1 whose LISTEN
 // connection is alive (pid and own_channel), or no row for none (and then
-// every listening process is notified). Without own (a schema before
-// migration 000004), own_channel is false. Its statement's CTE gone
+// every listening process is notified). Its statement's CTE gone
 // returns the pids whose rows it deletes: the statement's snapshot still
 // shows them. A process that crashed or lost its connection leaves its
 // row behind until it expires; pg_stat_get_activity tells that its pid is
@@ -305,13 +259,10 @@ const pgWake = `pg_notify(
 // stopping at the first live process (OFFSET 0 keeps the test out of the
 // sorted subquery): each pg_stat_get_activity call scans every backend,
 // and testing every queued process would put one such scan per waiting
-// process on each release. With grants (migration 000005), the row also
-// gives the waiter to grant the lock to: owner, ttl_us and attempt.
-func pgHead(own, grants bool) string {
-	cols := ", false AS own_channel"
-	if own {
-		cols = ", own_channel"
-	}
+// process on each release. With grants, the row also gives the waiter to
+// grant the lock to: owner, ttl_us and attempt.
+func pgHead(grants bool) string {
+	cols := ", own_channel"
 	if grants {
 		// term_us: the grant's term, the waiter's TTL or, when
 		// shorter, what is left of the process's place in the queue.
@@ -330,40 +281,11 @@ func pgHead(own, grants bool) string {
 
 // pgPassOn takes process $2 out of the queue of $1 and notifies the next:
 // $2 was notified for a release after its last waiter for $1 left.
-func pgPassOn(own bool) string {
-	return `
+var pgPassOn = `
 WITH gone AS (
 	DELETE FROM dlock_waiters WHERE name = $1 AND pid = $2 RETURNING pid
 )
-SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(own, false) + `) head ON true`
-}
-
-// pgQueueSQL is the statements that keep or read the queue, for a schema
-// with the grant columns (migration 000005), with own_channel (000004)
-// or with neither.
-type pgQueueSQL struct {
-	acquire, release, passOn string
-	// grants: acquire takes the attempt's number as $8, and release
-	// grants the lock to the queue's head.
-	grants bool
-}
-
-var (
-	pgGrants        = pgQueueSQL{pgAcquireQueued(true, true), pgGrantRelease("", ""), pgPassOn(true), true}
-	pgOwnChannel    = pgQueueSQL{pgAcquireQueued(true, false), pgRelease(true), pgPassOn(true), false}
-	pgSharedChannel = pgQueueSQL{pgAcquireQueued(false, false), pgRelease(false), pgPassOn(false), false}
-)
-
-// missingOwnChannel reports whether err says dlock_waiters.own_channel is
-// missing (migration 000004 not applied).
-func missingOwnChannel(err error) bool { return sqldialect.MissingColumn(err, "own_channel") }
-
-// missingGrants reports whether err says dlock_waiters has no grant
-// columns (migration 000005 not applied).
-func missingGrants(err error) bool {
-	return sqldialect.MissingColumn(err, "attempt") || sqldialect.MissingColumn(err, "ttl_us") ||
-		sqldialect.MissingColumn(err, "owner")
-}
+SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(false) + `) head ON true`
 
 // pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
 // µs with the next token, as a grant: one that ends no later than the
@@ -375,17 +297,7 @@ func missingGrants(err error) bool {
 // a process other than $6 (this one's LISTEN connection, 0 for none)
 // waits for the name in dlock_waiters: that hold is then released, and
 // the release notifies the waiting process.
-var pgTransfer = pgHandOn(`
-		AND NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $6 AND expires_at > now())`)
-
-// pgTransferUnqueued is pgTransfer on a schema without dlock_waiters: it
-// hands on whatever other processes do (up to the Locker's limit,
-// dlock.WithHandOffs), and they are woken at each release in between.
-var pgTransferUnqueued = pgHandOn("")
-
-// pgHandOn is pgTransfer, its UPDATE narrowed by where.
-func pgHandOn(where string) string {
-	return `
+var pgTransfer = `
 WITH handed AS (
 	UPDATE dlock_locks l SET
 		owner       = $4,
@@ -393,14 +305,14 @@ WITH handed AS (
 		acquired_at = now(),
 		expires_at  = now() + t.term_us * interval '1 microsecond'
 	FROM (` + pgLazy("$5::bigint") + `) t
-	WHERE l.name = $1 AND l.owner = $2 AND l.token = $3 AND l.reentry <= 1 AND l.expires_at > now()` + where + `
+	WHERE l.name = $1 AND l.owner = $2 AND l.token = $3 AND l.reentry <= 1 AND l.expires_at > now()
+		AND NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND pid <> $6 AND expires_at > now())
 	RETURNING l.token, t.term_us, t.lazy
 )
 SELECT token, CASE
 	WHEN CASE WHEN lazy THEN set_config('synchronous_commit', 'off', true) IS NULL END THEN NULL
 	ELSE term_us
 END FROM handed`
-}
 
 // pgLazy is the term of a grant that replaces the hold of $1 and $2
 // (release or hand-off), for the term_us (an expression) the grantee
@@ -415,7 +327,7 @@ END FROM handed`
 // (the hold replaced was itself flushed, or a lazy grant ending no later
 // than the one it replaced, and so on back to one that was). The term is
 // therefore cut to what is left of that hold when that leaves at least
-// half of it; otherwise the grant is not lazy (see pgGrantRelease and
+// half of it; otherwise the grant is not lazy (see pgRelease and
 // pgTransfer for what each does then). The expiry is read from the
 // statement's snapshot: a renewal racing with the release only moves the
 // real one later.
@@ -445,70 +357,7 @@ type postgres struct {
 	// its last attempt: longer than the pause between a waiter's attempts
 	// (Config.PushFallback at most).
 	queueTTL time.Duration
-	// unqueued is set once the schema turned out to have no
-	// dlock_waiters (migration 000003 not applied): the statements
-	// without the queue are used from then on, as before it.
-	unqueued atomic.Bool
-	// shared is set once the schema turned out to have no
-	// dlock_waiters.own_channel (migration 000004 not applied): the
-	// queue's statements without it are used from then on.
-	shared atomic.Bool
-	// ungranted is set once the schema turned out to have no grant
-	// columns in dlock_waiters (migration 000005 not applied): releases
-	// wake the queue's head from then on, and it tries for the lock.
-	ungranted atomic.Bool
-	log       *slog.Logger
-}
-
-// missingQueue reports whether err says dlock_waiters is missing.
-func missingQueue(err error) bool {
-	return sqldialect.MissingSchema(err) && strings.Contains(err.Error(), "dlock_waiters")
-}
-
-// noQueue reports whether err says dlock_waiters is missing, and if so
-// switches p to the statements without it, once.
-func (p *postgres) noQueue(err error) bool {
-	return schemaFallback(missingQueue(err), &p.unqueued, p.log, err,
-		"tablelock: dlock_waiters is missing (PostgreSQL migration 000003): every listening process is woken on each release until it is applied")
-}
-
-// queue is the queue's statements for p's schema.
-func (p *postgres) queue() *pgQueueSQL {
-	switch {
-	case p.shared.Load():
-		return &pgSharedChannel
-	case p.ungranted.Load():
-		return &pgOwnChannel
-	}
-	return &pgGrants
-}
-
-// withQueue runs run with the queue's statements for p's schema, and
-// again with an older schema's when err says a column is missing (a
-// failed statement changed nothing).
-func (p *postgres) withQueue(run func(q *pgQueueSQL) error) error {
-	for {
-		q := p.queue()
-		err := run(q)
-		if q != &pgSharedChannel && p.noOwnChannel(err) || q == &pgGrants && p.noGrants(err) {
-			continue
-		}
-		return err
-	}
-}
-
-// noGrants reports whether err says dlock_waiters has no grant columns,
-// and if so switches p to the statements without them, once.
-func (p *postgres) noGrants(err error) bool {
-	return schemaFallback(missingGrants(err), &p.ungranted, p.log, err,
-		"tablelock: dlock_waiters has no grant columns (PostgreSQL migration 000005 is not applied): a release wakes the next waiter, which then tries for the lock, until it is")
-}
-
-// noOwnChannel reports whether err says dlock_waiters.own_channel is
-// missing, and if so switches p to the statements without it, once.
-func (p *postgres) noOwnChannel(err error) bool {
-	return schemaFallback(missingOwnChannel(err), &p.shared, p.log, err,
-		"tablelock: dlock_waiters has no own_channel (PostgreSQL migration 000003 is applied, 000004 is not): every listening process receives each release's wake-up until it is")
+	log      *slog.Logger
 }
 
 // registration is how an attempt keeps its process's place in the queue;
@@ -561,32 +410,19 @@ type pgAnswer struct {
 }
 
 // attempt runs the acquire statement: the one that queues this process's
-// waiter where the listener is registered, the plain one otherwise, and
-// the one without dlock_waiters where that table is missing (a failed
-// statement changed nothing, so the next runs in its place).
+// waiter where the listener is registered, the plain one otherwise.
 func (p *postgres) attempt(ctx context.Context, r driver.Request) (a pgAnswer, err error) {
 	scan := func(stmt string, args ...any) error {
 		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&a.acquired, &a.token, &a.leftUS, &a.quiet)
 	}
-	queued := false
-	if reg := p.registration(r); reg.pid != 0 && !p.unqueued.Load() {
-		queued = true
-		err = p.withQueue(func(q *pgQueueSQL) error {
-			args := []any{r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others, micros(p.queueTTL)}
-			if q.grants {
-				args = append(args, int64(reg.attempt))
-			}
-			return scan(q.acquire, args...)
-		})
-		if err == nil && !a.acquired && reg.attempt != 0 {
-			p.listener.missed(r.Name, r.Owner, reg.attempt)
-		}
+	reg := p.registration(r)
+	if reg.pid == 0 {
+		return a, scan(pgAcquire, r.Name, r.Owner, micros(r.TTL))
 	}
-	if !queued && !p.unqueued.Load() {
-		err = scan(pgAcquire, r.Name, r.Owner, micros(r.TTL))
-	}
-	if !queued && p.unqueued.Load() || p.noQueue(err) {
-		err = scan(pgAcquireBare, r.Name, r.Owner, micros(r.TTL))
+	err = scan(pgAcquireQueued, r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others,
+		micros(p.queueTTL), int64(reg.attempt))
+	if err == nil && !a.acquired && reg.attempt != 0 {
+		p.listener.missed(r.Name, r.Owner, reg.attempt)
 	}
 	return a, err
 }
@@ -609,13 +445,12 @@ func (p *postgres) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
-	if _, ok := h.Handle.(quiet); ok && !p.unqueued.Load() {
+	if _, ok := h.Handle.(quiet); ok {
 		var released, waiting bool
 		err := p.db.QueryRowContext(ctx, pgReleaseQuiet, h.Name, h.Owner, int64(h.Token)).Scan(&released, &waiting)
 		switch {
-		case err != nil && !p.noQueue(err):
+		case err != nil:
 			return err
-		case err != nil: // dlock_waiters is missing: as below
 		case released:
 			return nil
 		case !waiting:
@@ -623,19 +458,7 @@ func (p *postgres) Release(ctx context.Context, h driver.Hold) error {
 		}
 	}
 	var notified sql.NullBool
-	release := func(stmt string) error {
-		return p.db.QueryRowContext(ctx, stmt, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
-	}
-	// A failed statement changed nothing: each fallback runs it again.
-	var err error
-	if p.unqueued.Load() {
-		err = release(pgReleaseUnqueued)
-	} else {
-		err = p.withQueue(func(q *pgQueueSQL) error { return release(q.release) })
-		if p.noQueue(err) {
-			err = release(pgReleaseUnqueued)
-		}
-	}
+	err := p.db.QueryRowContext(ctx, pgRelease, h.Name, h.Owner, int64(h.Token)).Scan(&notified)
 	if errors.Is(err, sql.ErrNoRows) {
 		return notHeld(h)
 	}
@@ -648,9 +471,6 @@ func (p *postgres) Leave(ctx context.Context, r driver.Request) error {
 	if p.listener == nil {
 		return nil
 	}
-	if p.unqueued.Load() || p.shared.Load() || p.ungranted.Load() {
-		return nil // no grants without migration 000005
-	}
 	return giveBack(ctx, p.db, r.Name, r.Owner, 0, p.listener.pid())
 }
 
@@ -659,23 +479,13 @@ func (p *postgres) Leave(ctx context.Context, r driver.Request) error {
 // process pid's place in the queue of name.
 func giveBack(ctx context.Context, db *sql.DB, name, owner string, token uint64, pid uint32) error {
 	_, err := db.ExecContext(ctx, pgLeaveQueue, name, owner, int64(token), int64(pid))
-	if missingQueue(err) || missingOwnChannel(err) || missingGrants(err) {
-		return nil // an older schema: nothing was granted
-	}
 	return err
 }
 
 func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
 	var token, termUS int64
-	var err error
-	queued := !p.unqueued.Load()
-	if queued {
-		err = p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
-			int64(p.registration(r).pid)).Scan(&token, &termUS)
-	}
-	if !queued || p.noQueue(err) { // a failed statement changed nothing
-		err = p.db.QueryRowContext(ctx, pgTransferUnqueued, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL)).Scan(&token, &termUS)
-	}
+	err := p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
+		int64(p.registration(r).pid)).Scan(&token, &termUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, nil
 	}

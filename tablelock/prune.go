@@ -76,11 +76,14 @@ func Prune(ctx context.Context, db *sql.DB, idle time.Duration) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("tablelock: %w", err)
 	}
+	if err := checkSchema(ctx, db, d); err != nil {
+		return 0, err
+	}
 	q := pgPruneBatch
 	if d == sqldialect.MySQL {
 		q = myPruneBatch
-	} else if _, err := db.ExecContext(ctx, pgPruneWaiters); err != nil && !missingQueue(err) {
-		return 0, fmt.Errorf("tablelock: prune: %w", schemaHint(err))
+	} else if _, err := db.ExecContext(ctx, pgPruneWaiters); err != nil {
+		return 0, fmt.Errorf("tablelock: prune: %w", err)
 	}
 	var deleted int64
 	for retry := 0; ; {

@@ -10,7 +10,6 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
-	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
 
@@ -278,45 +277,6 @@ func TestPruneQueue(t *testing.T) {
 	if len(pids) != 1 || pids[0] != 2 {
 		t.Fatalf("queue rows after Prune: pids %v, want [2] (the live one)", pids)
 	}
-}
-
-// On a schema not yet migrated to 000003 (no dlock_waiters), locks work
-// as before the queue: a release wakes every listening process.
-func TestWithoutQueueTable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	admin, _, first, next := olderSchemaWait(t, ctx, "DROP TABLE dlock_waiters")
-	time.Sleep(300 * time.Millisecond) // the waiter listens
-	lease := handedOn(t, ctx, first, next, "without dlock_waiters")
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tablelock.Prune(ctx, admin, time.Hour); err != nil {
-		t.Fatalf("Prune without dlock_waiters: %v", err)
-	}
-}
-
-// olderSchemaWait is a fresh PostgreSQL database, migrated and then
-// altered back to an older schema by undo, where a lock is held by one
-// process (for two minutes) and waited for by another. It returns a pool
-// on the database, the lock's name, the holder's lease and where the
-// waiter's outcome comes.
-func olderSchemaWait(t *testing.T, ctx context.Context, undo string) (*sql.DB, string, dlock.Lease, <-chan dlock.Lease) {
-	t.Helper()
-	dsn := testenv.FreshDSN(t, "pgx")
-	admin := testenv.Open(t, "pgx", dsn)
-	if err := migrations.Up(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(ctx, undo); err != nil {
-		t.Fatal(err)
-	}
-	name := dlocktest.Name(t)
-	first, err := newLocker(t, testenv.Open(t, "pgx", dsn), dlock.WithTTL(2*time.Minute)).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admin, name, first, waitFor(ctx, newLocker(t, testenv.Open(t, "pgx", dsn), slowPoll), name)
 }
 
 // handedOn unlocks first and returns the lease the waiter gets from next;

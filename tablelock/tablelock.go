@@ -111,6 +111,9 @@ var (
 	_ dlock.Recorder       = (*backend)(nil)
 )
 
+// get returns the dialect's backend once the dialect is known and the
+// schema checked (checkSchema): the first call that reaches the database
+// learns both, and until they are learnt each call tries again.
 func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 	b.mu.Lock()
 	d := b.d
@@ -121,6 +124,9 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 	dialect, err := sqldialect.Of(ctx, b.db)
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: %w", err)
+	}
+	if err := checkSchema(ctx, b.db, dialect); err != nil {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
