@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes the servers dlock's tests and demo need reachable on this machine.
 #
-#   scripts/services.sh up          PostgreSQL, MariaDB/MySQL, Redis, ZooKeeper
-#   scripts/services.sh zk-ensemble a 3-node ZooKeeper ensemble (2191-2193)
+#   scripts/services.sh up           PostgreSQL, MariaDB/MySQL, Redis, ZooKeeper, etcd
+#   scripts/services.sh zk-ensemble  a 3-node ZooKeeper ensemble (2191-2193)
+#   scripts/services.sh etcd-cluster a 3-member etcd cluster (clients 2391-2393)
 #   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
 #   scripts/services.sh status      which ports answer
 #   scripts/services.sh down        stops what this script started
@@ -159,6 +160,56 @@ zk_ensemble() {
 	for i in 1 2 3; do zk_wait "219$i" 90; done
 }
 
+etcd_install() {
+	command -v etcd >/dev/null && return 0
+	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+		log "etcd is not installed and this is not root: apt-get install etcd-server"
+		return 1
+	fi
+	log "installing Debian's etcd-server package"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >"$DIR/apt-etcd.log" 2>&1 ||
+		{ as_root apt-get update -q >>"$DIR/apt-etcd.log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >>"$DIR/apt-etcd.log" 2>&1; } ||
+		{ log "apt-get install etcd-server failed, see $DIR/apt-etcd.log"; return 1; }
+}
+
+# etcd_start NAME CLIENT_PORT PEER_PORT [CLUSTER]: one etcd member with its
+# own data dir. CLUSTER is etcd's --initial-cluster for a cluster member;
+# without it, a single-member cluster. Heartbeat and election timeout are
+# etcd's defaults (100 ms, 1 s), as a deployment has them.
+etcd_start() {
+	local name=$1 port=$2 peer=$3 cluster=${4:-} token=dlock-etcd-cluster
+	port_open "$port" && return 0
+	local d="$DIR/$name"
+	[ -n "$cluster" ] || { cluster="$name=http://127.0.0.1:$peer"; token="dlock-$name"; }
+	mkdir -p "$d"
+	local state=new
+	[ -d "$d/data/member" ] && state=existing
+	log "starting etcd $name on $port"
+	nohup etcd --name "$name" --data-dir "$d/data" \
+		--listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+		--initial-cluster "$cluster" --initial-cluster-state "$state" --initial-cluster-token "$token" \
+		--log-level error >"$d/etcd.log" 2>&1 </dev/null &
+	echo $! >"$d/pid"
+}
+
+etcd_up() {
+	port_open 2379 && return 0
+	etcd_install
+	etcd_start etcd 2379 2380
+	wait_port 2379 etcd 30
+}
+
+etcd_cluster() {
+	etcd_install
+	local cluster="etcd-m1=http://127.0.0.1:2491,etcd-m2=http://127.0.0.1:2492,etcd-m3=http://127.0.0.1:2493" i
+	for i in 1 2 3; do
+		etcd_start "etcd-m$i" "239$i" "249$i" "$cluster"
+	done
+	for i in 1 2 3; do wait_port "239$i" etcd 30; done
+}
+
 redis_extra() {
 	local p
 	for p in 6380 6381 6382 6383 6384; do redis_start "$p"; done
@@ -166,7 +217,7 @@ redis_extra() {
 
 status() {
 	local p
-	for p in 5432 3306 6379 2181 2191 2192 2193 6380 6381 6382 6383 6384; do
+	for p in 5432 3306 6379 2181 2191 2192 2193 2379 2391 2392 2393 6380 6381 6382 6383 6384; do
 		if port_open "$p"; then echo "127.0.0.1:$p up"; else echo "127.0.0.1:$p down"; fi
 	done
 }
@@ -186,13 +237,15 @@ up)
 	mysql_up
 	redis_start 6379
 	zk_up
+	etcd_up
 	;;
 zk-ensemble) zk_ensemble ;;
+etcd-cluster) etcd_cluster ;;
 redis-extra) redis_extra ;;
 status) status ;;
 down) down ;;
 *)
-	echo "usage: $0 up|zk-ensemble|redis-extra|status|down" >&2
+	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|status|down" >&2
 	exit 2
 	;;
 esac

@@ -14,11 +14,13 @@ const (
 	MySQLEnv    = "DLOCK_MYSQL_DSN"
 	RedisEnv    = "DLOCK_REDIS_ADDR"
 	ZKEnv       = "DLOCK_ZK_ADDRS"
+	EtcdEnv     = "DLOCK_ETCD_ENDPOINTS"
 
-	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	DefaultRedisAddr   = "127.0.0.1:6379"
-	DefaultZKAddrs     = "127.0.0.1:2181"
+	DefaultPostgresDSN   = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DefaultMySQLDSN      = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	DefaultRedisAddr     = "127.0.0.1:6379"
+	DefaultZKAddrs       = "127.0.0.1:2181"
+	DefaultEtcdEndpoints = "127.0.0.1:2379"
 )
 
 func env(name, def string) string {
@@ -39,6 +41,9 @@ func RedisAddr() string { return env(RedisEnv, DefaultRedisAddr) }
 
 // ZKAddrs are the ZooKeeper addresses.
 func ZKAddrs() []string { return strings.Split(env(ZKEnv, DefaultZKAddrs), ",") }
+
+// EtcdEndpoints are the etcd client endpoints.
+func EtcdEndpoints() []string { return strings.Split(env(EtcdEnv, DefaultEtcdEndpoints), ",") }
 
 // Redact hides a password in a DSN so it never reaches a log or an error.
 func Redact(dsn string) string {

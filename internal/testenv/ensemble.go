@@ -22,8 +22,8 @@ type ZKEnsemble struct {
 	root  string
 }
 
-// moduleRoot finds the directory holding go.mod, for scripts/.
-func moduleRoot() (string, error) {
+// ModuleRoot finds the directory holding go.mod, for scripts/.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -40,7 +40,8 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func servicesDir() string {
+// ServicesDir is where scripts/services.sh keeps its servers' state.
+func ServicesDir() string {
 	if d := os.Getenv("DLOCK_SERVICES_DIR"); d != "" {
 		return d
 	}
@@ -51,11 +52,11 @@ func servicesDir() string {
 // until every node serves as a member of a quorum.
 func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &ZKEnsemble{dir: servicesDir(), root: root}
+	e := &ZKEnsemble{dir: ServicesDir(), root: root}
 	for i := 1; i <= 3; i++ {
 		e.Addrs = append(e.Addrs, "127.0.0.1:219"+strconv.Itoa(i))
 	}

@@ -1,0 +1,228 @@
+// Package etcdlock is dlock on etcd: a lock with a key per waiter under
+// the lock's prefix, each attached to a lease of its own, with a context
+// on every wait.
+//
+// Each Lock puts the key <root>/lock/<name>/<owner> with a new lease of
+// the Locker's TTL (rounded up to whole seconds, etcd's unit), in a
+// transaction that also reads the oldest key under the name's prefix: the
+// holder is the key with the smallest create revision, so a Lock that
+// finds its own key oldest holds at once, in two requests (lease and
+// transaction). A waiter watches only the key created just before its
+// own, so a release wakes one waiter (no herd). While it waits, it keeps
+// its lease alive, and when its lease ends on the server (a partition
+// longer than the TTL) its wait fails at once, where concurrency.Mutex
+// keeps waiting (etcd issue 19597). Cancelling a waiting Lock revokes its
+// lease, and with it its key.
+//
+// The fencing token is the key's create revision: revisions increase
+// across the whole cluster, and holders follow each other in create
+// revision order, so tokens increase across holders.
+//
+// The lease is the hold's alone. The watchdog renews it (one keep-alive)
+// every TTL/3 and then checks that the key is still there, so a key
+// deleted by hand ends the lease at the next renewal; the lease's Done
+// closes at the client's deadline, counted from the keep-alive's send,
+// before the server can expire the lease (etcd counts it from receipt, in
+// whole seconds, and a new leader extends every lease). A holder that
+// exits without unlocking leaves nothing that lives past its TTL: there
+// is no background keep-alive to outlive it (etcd issue 17470). Unlock
+// revokes the hold's own lease, which deletes its key and nothing else:
+// a release retried late can never delete a later hold, of this process
+// or any other (etcd issue 22082).
+//
+// Failover. etcd commits every write on a quorum before it answers, so a
+// new leader has every key and lease a holder was told it has. With the
+// quorum lost, nothing is granted and nothing is renewed: holders lose
+// their leases at their deadlines, before the server's leases can expire.
+//
+// Records (dlock.Recorder, for packages election and schedlock) live at
+// <root>/record/<name>. etcd keeps no time of its own: a record's Age is
+// counted from the writer's wall clock to the reader's, so it is as good
+// as the hosts' clock synchronisation.
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/driver"
+)
+
+// Locker is an etcd lock client, safe for concurrent use by every
+// goroutine of a process. Lockers may share one *clientv3.Client.
+type Locker struct {
+	*dlock.Client
+	b *backend
+}
+
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+	_ dlock.Recorder  = (*Locker)(nil)
+)
+
+// New returns a Locker whose keys live under root (for example "dlock"),
+// a key prefix with no trailing slash. It does no I/O; client stays the
+// caller's, with its endpoints, credentials and timeouts.
+func New(client *clientv3.Client, root string, opts ...dlock.Option) (*Locker, error) {
+	if client == nil {
+		return nil, errors.New("etcdlock: nil *clientv3.Client")
+	}
+	if root == "" || strings.HasSuffix(root, "/") || strings.ContainsRune(root, 0) {
+		return nil, fmt.Errorf("etcdlock: invalid root %q: want a key prefix with no trailing slash, such as dlock", root)
+	}
+	b := &backend{client: client, root: root}
+	c, err := dlock.NewClient(b, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.recheck = c.Config().PushFallback
+	return &Locker{Client: c, b: b}, nil
+}
+
+// backend makes single attempts and waits on the server (driver.Blocker).
+type backend struct {
+	client *clientv3.Client
+	root   string
+	// recheck is how long a waiter trusts its watch before it reads its
+	// predecessor again (dlock.Config.PushFallback, doubling up to 30s).
+	recheck time.Duration
+}
+
+var (
+	_ driver.Backend       = (*backend)(nil)
+	_ driver.Blocker       = (*backend)(nil)
+	_ driver.DeadlineBound = (*backend)(nil)
+	_ dlock.Inspector      = (*backend)(nil)
+	_ dlock.Identifier     = (*backend)(nil)
+)
+
+// escape makes s one path segment: '/' and '%' (and little else) are
+// escaped, so no name's prefix holds another name's keys.
+func escape(s string) string { return url.PathEscape(s) }
+
+// prefix is where name's waiters' keys live, ending in '/'.
+func (b *backend) prefix(name string) string { return b.root + "/lock/" + escape(name) + "/" }
+
+// key is owner's key for name.
+func (b *backend) key(name, owner string) string { return b.prefix(name) + escape(owner) }
+
+// Identity implements dlock.Identifier.
+func (b *backend) Identity() string { return "etcd:" + b.root }
+
+// BoundsCalls implements driver.DeadlineBound: every call of the etcd
+// client is a gRPC call that ends with its ctx, retries included.
+func (b *backend) BoundsCalls() bool { return true }
+
+// leaseSeconds is ttl in etcd's unit, rounded up: the server's lease
+// never ends before the client's deadline.
+func leaseSeconds(ttl time.Duration) int64 {
+	return int64((ttl + time.Second - 1) / time.Second)
+}
+
+// hold is a Grant's Handle: the hold's lease.
+type hold struct{ lease clientv3.LeaseID }
+
+// Acquire makes one attempt: it queues, and leaves the queue at once
+// unless its key is the oldest.
+func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	e, err := b.enqueue(ctx, r)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if e.first {
+		return e.grant(), nil
+	}
+	if _, err := b.client.Revoke(ctx, e.lease); err != nil {
+		return driver.Grant{}, fmt.Errorf("etcdlock: leaving the queue of %q: %w", r.Name, err)
+	}
+	return driver.Grant{}, nil
+}
+
+// Refresh renews the hold's lease and checks that its key is still the
+// one it created.
+func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
+	lease, err := b.leaseOf(ctx, h)
+	if err != nil {
+		return err
+	}
+	if _, err := b.client.KeepAliveOnce(ctx, lease); err != nil {
+		return b.lost(h, err)
+	}
+	resp, err := b.client.Get(ctx, b.key(h.Name, h.Owner), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != h.Token {
+		return fmt.Errorf("%w: the key of %q is gone from etcd", dlock.ErrNotHeld, h.Name)
+	}
+	return nil
+}
+
+// Release revokes the hold's lease, which deletes its key and nothing
+// else. A hold whose attempt's outcome was unknown (no Handle) is looked
+// up by its owner's key first.
+func (b *backend) Release(ctx context.Context, h driver.Hold) error {
+	lease, err := b.leaseOf(ctx, h)
+	if err != nil {
+		return err
+	}
+	if _, err := b.client.Revoke(ctx, lease); err != nil {
+		return b.lost(h, err)
+	}
+	return nil
+}
+
+// leaseOf is h's lease: from its Handle, or from its key when it has none
+// (an attempt whose outcome was unknown). No key: ErrNotHeld.
+func (b *backend) leaseOf(ctx context.Context, h driver.Hold) (clientv3.LeaseID, error) {
+	if hd, ok := h.Handle.(hold); ok {
+		return hd.lease, nil
+	}
+	resp, err := b.client.Get(ctx, b.key(h.Name, h.Owner))
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, fmt.Errorf("%w: %q has no key of %q in etcd", dlock.ErrNotHeld, h.Name, h.Owner)
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease), nil
+}
+
+// lost is the error of a lease call on h: ErrNotHeld when the lease is
+// gone from the server.
+func (b *backend) lost(h driver.Hold, err error) error {
+	if isLeaseNotFound(err) {
+		return fmt.Errorf("%w: the lease of %q expired on the etcd server", dlock.ErrNotHeld, h.Name)
+	}
+	return err
+}
+
+// Inspect reports the holder: the oldest key under the name's prefix.
+func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	resp, err := b.client.Get(ctx, b.prefix(name), clientv3.WithFirstCreate()...)
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return dlock.Holder{}, false, nil
+	}
+	kv := resp.Kvs[0]
+	h := dlock.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}
+	ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	if ttl.TTL <= 0 {
+		return dlock.Holder{}, false, nil // expired between the two reads
+	}
+	h.TTL = time.Duration(ttl.TTL) * time.Second
+	return h, true, nil
+}
