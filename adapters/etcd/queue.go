@@ -73,6 +73,7 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	if !e.first {
 		w := waiter{b: b, r: r, e: e, recheck: b.recheck, renewed: sent}
 		if err := w.wait(ctx); err != nil {
+			w.leave(ctx)
 			return driver.Grant{}, err
 		}
 	}
@@ -125,6 +126,15 @@ func (w *waiter) predecessor(ctx context.Context) (string, int64, error) {
 		return "", resp.Header.Revision, nil
 	}
 	return string(resp.Kvs[0].Key), resp.Header.Revision, nil
+}
+
+// leave revokes the lease of a waiter that gives up, and with it its key,
+// within half of dlock.CancelMargin, so Lock returns with its place gone;
+// the Client's clean-up of the hold tries again when this fails.
+func (w *waiter) leave(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlock.CancelMargin/2)
+	defer cancel()
+	_, _ = w.b.client.Revoke(lctx, w.e.lease)
 }
 
 // brokenWatchPause is how long a waiter whose watch broke waits before it
