@@ -76,6 +76,11 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 			w.leave(ctx)
 			return driver.Grant{}, err
 		}
+		// The lease counts from its last keep-alive, a third of the TTL
+		// ago at most: no renewal is needed to date the grant.
+		g := e.grant()
+		g.Since = w.renewed
+		return g, nil
 	}
 	return e.grant(), nil
 }

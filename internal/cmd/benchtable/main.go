@@ -298,8 +298,8 @@ type row struct {
 
 // describe reads a benchmark name: Uncontended… is W1, Contended… W2
 // (with a clients=N sub-benchmark, "W2 ×N"), Seckill… W3, Herd the herd;
-// a Raw or Peers
-// suffix marks a peer, as does go-zookeeper. The sub-benchmark is the
+// a Raw or Peers suffix marks a peer, as do go-zookeeper and etcd's
+// concurrency.Mutex. The sub-benchmark is the
 // database (the SQL packages' server) or the peer's name.
 func describe(k key) row {
 	workload, sub, _ := strings.Cut(k.bench, "/")
@@ -329,7 +329,7 @@ func describe(k key) row {
 	switch {
 	case suffix == "Raw":
 		r.peer, r.server, r.label = true, k.pkg+"/"+sub, r.label+" (raw)"
-	case suffix == "Peers" || sub == "go-zookeeper":
+	case suffix == "Peers" || sub == "go-zookeeper" || sub == "concurrency.Mutex":
 		r.peer = true
 	case k.pkg == "advisory" || k.pkg == "tablelock":
 		r.server = k.pkg + "/" + sub
