@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlockhq/dlock"
+	etcdlock "github.com/dlockhq/dlock/adapters/etcd"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 	zklock "github.com/dlockhq/dlock/adapters/zk"
 	"github.com/dlockhq/dlock/advisory"
@@ -32,6 +34,10 @@ type Servers struct {
 	ZK    *zk.Conn
 	// ZKRoot is where ZooKeeper locks live; "": /dlock-seckill.
 	ZKRoot string
+	// Etcd serves the etcd strategy; nil: it is unavailable.
+	Etcd *clientv3.Client
+	// EtcdRoot is the prefix of etcd locks' keys; "": dlock-seckill.
+	EtcdRoot string
 	// Segments is how many stock segments Segmented uses; 0: 8.
 	Segments int
 }
@@ -45,8 +51,8 @@ type Entry struct {
 	// Name is the strategy's name (Strategy.Name), as the seckill
 	// program's --strategy takes it.
 	Name string
-	// Needs names the server the strategy needs beside DB: "redis", "zk"
-	// or "".
+	// Needs names the server the strategy needs beside DB: "redis", "zk",
+	// "etcd" or "".
 	Needs string
 	// New builds the strategy on srv. The Locker of a lock-based strategy
 	// is its own, shared by every buyer goroutine as a service shares one;
@@ -92,6 +98,13 @@ var Strategies = []Entry{
 			root = "/dlock-seckill"
 		}
 		return zklock.New(srv.ZK, root)
+	})},
+	{Name: "etcd", Needs: "etcd", New: locked("etcd", "etcd", func(srv Servers) (closingLocker, error) {
+		root := srv.EtcdRoot
+		if root == "" {
+			root = "dlock-seckill"
+		}
+		return etcdlock.New(srv.Etcd, root)
 	})},
 	{Name: "segmented", Needs: "redis", New: func(srv Servers) (*Registered, error) {
 		segments := srv.Segments
@@ -148,6 +161,8 @@ func withLocker(srv Servers, needs string, mk func(Servers) (closingLocker, erro
 		return nil, fmt.Errorf("%w: Redis", ErrUnavailable)
 	case needs == "zk" && srv.ZK == nil:
 		return nil, fmt.Errorf("%w: ZK", ErrUnavailable)
+	case needs == "etcd" && srv.Etcd == nil:
+		return nil, fmt.Errorf("%w: Etcd", ErrUnavailable)
 	}
 	l, err := mk(srv)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/internal/testenv/etcdenv"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/seckill"
 	"github.com/dlockhq/dlock/tablelock"
@@ -60,7 +61,8 @@ func servers(t *testing.T, db, locks *sql.DB) seckill.Servers {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 128})
 	t.Cleanup(func() { rc.Close() })
-	return seckill.Servers{DB: db, Locks: locks, Redis: rc, ZK: testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second), Segments: 4}
+	return seckill.Servers{DB: db, Locks: locks, Redis: rc, ZK: testenv.ZK(t, testenv.ZKAddrs(t), 10*time.Second),
+		Etcd: etcdenv.Client(t, etcdenv.Endpoints()), Segments: 4}
 }
 
 // build builds the registered strategy e on srv; t.Cleanup closes it.

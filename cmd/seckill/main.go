@@ -8,9 +8,9 @@
 // Buyers are concurrent; each of --users users (default twice the stock)
 // tries once, so the item sells out. With --procs N the users are spread
 // over N worker processes, as N application servers would be. Servers
-// come from DLOCK_PG_DSN, DLOCK_MYSQL_DSN, DLOCK_REDIS_ADDR and
-// DLOCK_ZK_ADDRS (defaults: the local servers); a strategy whose server is
-// not reachable is reported as skipped.
+// come from DLOCK_PG_DSN, DLOCK_MYSQL_DSN, DLOCK_REDIS_ADDR,
+// DLOCK_ZK_ADDRS and DLOCK_ETCD_ENDPOINTS (defaults: the local servers); a
+// strategy whose server is not reachable is reported as skipped.
 package main
 
 import (
@@ -34,6 +34,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/internal/servers"
@@ -184,8 +186,10 @@ type env struct {
 	db, locks *sql.DB
 	redis     *redis.Client
 	zk        *zk.Conn
+	etcd      *clientv3.Client
 	redisErr  error
 	zkErr     error
+	etcdErr   error
 }
 
 func open(ctx context.Context, o options) (*env, error) {
@@ -238,7 +242,25 @@ func open(ctx context.Context, o options) (*env, error) {
 			break
 		}
 	}
+	e.connectEtcd()
 	return e, nil
+}
+
+// connectEtcd connects the etcd strategy's client when the server answers.
+func (e *env) connectEtcd() {
+	eps := servers.EtcdEndpoints()
+	e.etcdErr = fmt.Errorf("etcd not reachable at %s", strings.Join(eps, ","))
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.Get(ctx, "dlock-ping"); err != nil {
+		_ = c.Close() // unreachable: the probe's error is the one reported
+		return
+	}
+	e.etcd, e.etcdErr = c, nil
 }
 
 // close closes the run's connections and reports the first failure.
@@ -249,6 +271,9 @@ func (e *env) close() error {
 	}
 	if e.zk != nil {
 		e.zk.Close()
+	}
+	if e.etcd != nil {
+		errs = append(errs, e.etcd.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -267,8 +292,10 @@ func (e *env) strategy(name string, o options) (*seckill.Registered, error) {
 		return nil, e.redisErr
 	case entry.Needs == "zk" && e.zk == nil:
 		return nil, e.zkErr
+	case entry.Needs == "etcd" && e.etcd == nil:
+		return nil, e.etcdErr
 	}
-	srv := seckill.Servers{DB: e.db, Locks: e.locks, ZK: e.zk, Segments: o.segments}
+	srv := seckill.Servers{DB: e.db, Locks: e.locks, ZK: e.zk, Etcd: e.etcd, Segments: o.segments}
 	if e.redis != nil {
 		srv.Redis = e.redis
 	}
