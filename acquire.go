@@ -263,6 +263,7 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 	h.Token = g.Token
 	h.Handle = g.Handle
 	h.state = held
+	c.tel.began(h)
 	term := termOf(h, g)
 	h.deadline = sent.Add(term - drift(term))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -273,6 +274,7 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 		// Close ran while this acquire was in flight.
 		l.end(ErrClosed)
 		h.state = ending
+		c.tel.ended(h, "closed")
 		h.cancel()
 		close(h.watched)
 		c.mu.Unlock()

@@ -56,6 +56,7 @@ type Client struct {
 	lingering int
 	idle      chan struct{}
 	workers   *workers // run backend calls (see call and withinCtx)
+	tel       *telemetry
 }
 
 // localQueue is the call chains of one Client waiting for a name another
@@ -113,6 +114,8 @@ type hold struct {
 	// handOffs is how many hand-offs in a row led to this hold: 0 for a
 	// hold taken on the server (see handOff).
 	handOffs int
+	// measured is the hold's telemetry from its grant until its end.
+	measured holdSpan
 }
 
 // NewClient returns a Client over b with the given options. It fails, with
@@ -192,6 +195,7 @@ func newClient(b driver.Backend, cfg Config, f *family) *Client {
 	}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
 	c.workers = newWorkers(c.closing.Done())
+	c.tel = newTelemetry(cfg, b)
 	return c
 }
 
@@ -214,15 +218,25 @@ func (c *Client) Config() Config { return c.cfg }
 // Lock implements Locker. ctx governs the wait, in the process and on the
 // server; a ctx that has already ended fails before any I/O.
 func (c *Client) Lock(ctx context.Context, name string) (Lease, error) {
-	l, err := c.lock(ctx, name, true)
-	return l, errjoin.OneLine(err)
+	return c.measuredLock(ctx, name, true)
+}
+
+// measuredLock is lock, measured (see telemetry).
+func (c *Client) measuredLock(ctx context.Context, name string, wait bool) (Lease, error) {
+	if ctx == nil {
+		return nil, errors.New("dlock: nil Context")
+	}
+	ctx, m := c.tel.startCall(ctx, name, wait)
+	l, err := c.lock(ctx, name, wait)
+	err = errjoin.OneLine(err)
+	m.end(ctx, l, err)
+	return l, err
 }
 
 // TryLock implements Locker. It fails with ErrNotAcquired, without I/O,
 // when another call chain holds name through this Client.
 func (c *Client) TryLock(ctx context.Context, name string) (Lease, error) {
-	l, err := c.lock(ctx, name, false)
-	return l, errjoin.OneLine(err)
+	return c.measuredLock(ctx, name, false)
 }
 
 // Inspect implements Inspector when the backend does; otherwise it returns
@@ -530,6 +544,7 @@ func (c *Client) Close(ctx context.Context) error {
 			l.end(ErrClosed)
 		}
 		h.state = ending
+		c.tel.ended(h, "closed")
 		h.cancel()
 		ended = append(ended, h)
 	}

@@ -77,12 +77,20 @@ func (l *lease) refresh(ctx context.Context) error {
 	}
 	err := l.c.refresh(ctx, l.h)
 	if errors.Is(err, ErrNotHeld) {
-		l.c.lose(l.h, err, func() {})
+		l.c.lose(l.h, err, lostNotHeld, func() {})
 	}
 	return err
 }
 
-func (l *lease) Unlock(ctx context.Context) error { return errjoin.OneLine(l.unlock(ctx)) }
+func (l *lease) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return errjoin.OneLine(l.unlock(ctx))
+	}
+	ctx, span := l.c.tel.unlockSpan(ctx)
+	err := errjoin.OneLine(l.unlock(ctx))
+	endSpan(span, err)
+	return err
+}
 
 func (l *lease) unlock(ctx context.Context) error {
 	c, h := l.c, l.h
@@ -98,6 +106,7 @@ func (l *lease) unlock(ctx context.Context) error {
 		return nil
 	}
 	h.state = ending
+	c.tel.ended(h, "released")
 	h.cancel()
 	// Most holds end before their watchdog started, and with nobody of
 	// c waiting for the name: then the release is all there is to do.

@@ -9,6 +9,9 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of a Config.
@@ -61,6 +64,14 @@ type Config struct {
 	// straight to the next call chain of the same Locker waiting for it,
 	// where the backend can (see WithHandOffs). Default DefaultHandOffs.
 	HandOffs int
+	// MeterProvider and TracerProvider receive the Client's metrics and
+	// spans (see WithMeterProvider). Default: OpenTelemetry's global
+	// providers, which measure nothing until the application sets them.
+	MeterProvider metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	// NameTemplate maps a lock name to the dlock.name attribute of its
+	// measurements (see WithNameTemplate). Default nil: no name attribute.
+	NameTemplate func(name string) string
 
 	// settings are backend packages' own settings (see WithSetting).
 	settings map[any]any
@@ -91,7 +102,8 @@ func (c Config) Accepts(ctor string, allowed ...any) error {
 
 // optionNames are the options of this package, in the order Accepts
 // reports them.
-var optionNames = []string{"WithOwner", "WithTTL", "WithoutAutoRenew", "WithBackoff", "WithLogger", "WithHandOffs"}
+var optionNames = []string{"WithOwner", "WithTTL", "WithoutAutoRenew", "WithBackoff", "WithLogger", "WithHandOffs",
+	"WithMeterProvider", "WithTracerProvider", "WithNameTemplate"}
 
 // given returns an Option that applies set and records name for Accepts.
 func given(name string, set func(*Config)) Option {
@@ -152,6 +164,26 @@ func WithBackoff(b Backoff) Option { return given("WithBackoff", func(c *Config)
 // WithLogger sets the logger for renewal failures and lease losses. The
 // default discards.
 func WithLogger(l *slog.Logger) Option { return given("WithLogger", func(c *Config) { c.Logger = l }) }
+
+// WithMeterProvider sends the Client's metrics to mp (see the list in
+// the package doc, Telemetry) instead of OpenTelemetry's global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return given("WithMeterProvider", func(c *Config) { c.MeterProvider = mp })
+}
+
+// WithTracerProvider sends the Client's spans to tp instead of
+// OpenTelemetry's global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return given("WithTracerProvider", func(c *Config) { c.TracerProvider = tp })
+}
+
+// WithNameTemplate adds a dlock.name attribute to the Client's metrics
+// and spans: f maps a lock name to it, and should map the names to few
+// values ("invoice:123" to "invoice:*"), since each value is a series of
+// its own. Without it, measurements carry no name.
+func WithNameTemplate(f func(name string) string) Option {
+	return given("WithNameTemplate", func(c *Config) { c.NameTemplate = f })
+}
 
 // WithHandOffs sets how many times in a row a lock may pass straight from
 // one call chain of a Locker to the next one waiting for it through the

@@ -180,6 +180,8 @@ func (c *Client) releaseLater(h *hold, first error) {
 		run = c.linger // outlives Close while the session lives
 	}
 	run(func() {
+		c.tel.releasePending(h.Name, 1)
+		defer c.tel.releasePending(h.Name, -1)
 		err := first
 		for attempt := 0; ; attempt++ {
 			if err != nil {

@@ -46,13 +46,13 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 			return
 		case err := <-lost:
 			expire.Stop()
-			c.lose(h, err, r.settle)
+			c.lose(h, err, lostSession, r.settle)
 			return
 		case <-expire.C:
 			if c.extended(h) {
 				continue
 			}
-			c.lose(h, r.expired(renew != nil), r.settle)
+			c.lose(h, r.expired(renew != nil), lostDeadline, r.settle)
 			return
 		case <-renewC:
 			expire.Stop()
@@ -65,7 +65,7 @@ func (c *Client) renewLoop(h *hold, lost <-chan error, renew *time.Timer, interv
 			}
 			next, lostErr := r.finished(err, interval)
 			if lostErr != nil {
-				c.lose(h, lostErr, r.settle)
+				c.lose(h, lostErr, lostNotHeld, r.settle)
 				return
 			}
 			renew.Reset(next)
@@ -150,8 +150,9 @@ func (r *renewal) settle() {
 // ctx's deadline whatever the backend call does.
 func (c *Client) refresh(ctx context.Context, h *hold) error {
 	sent := time.Now()
+	renew := c.tel.renewal(h, func(ctx context.Context) error { return c.backend.Refresh(ctx, h.Hold) })
 	_, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
-		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, h.Hold)
+		return struct{}{}, struct{}{}, renew(ctx)
 	})
 	if err != nil {
 		return err
@@ -164,12 +165,20 @@ func (c *Client) refresh(ctx context.Context, h *hold) error {
 	return nil
 }
 
-// lose ends h because it was lost: its leases' Done close at once and
-// their Err wrap ErrLost and cause. Then, once settle has waited for a
-// renewal in flight, h is released on the server (best effort; the
-// release checks the token, so it cannot touch a newer hold): a lost lease
-// may still be live there, and freeing it early helps the next owner.
-func (c *Client) lose(h *hold, cause error, settle func()) {
+// Why a lease was lost, for telemetry (dlock.lease.lost's dlock.cause).
+const (
+	lostNotHeld  = "not_held" // the server says the hold is gone
+	lostDeadline = "deadline" // no renewal confirmed it before its deadline
+	lostSession  = "session"  // the backend reported it lost (driver.Grant.Lost)
+)
+
+// lose ends h because it was lost (why: lostNotHeld, lostDeadline or
+// lostSession): its leases' Done close at once and their Err wrap ErrLost
+// and cause. Then, once settle has waited for a renewal in flight, h is
+// released on the server (best effort; the release checks the token, so
+// it cannot touch a newer hold): a lost lease may still be live there,
+// and freeing it early helps the next owner.
+func (c *Client) lose(h *hold, cause error, why string, settle func()) {
 	err := fmt.Errorf("%w: %q: %w", ErrLost, h.Name, cause)
 	c.mu.Lock()
 	if h.state != held {
@@ -180,8 +189,10 @@ func (c *Client) lose(h *hold, cause error, settle func()) {
 		l.end(err)
 	}
 	h.state = ending
+	c.tel.ended(h, "lost")
 	h.cancel()
 	c.mu.Unlock()
+	c.tel.leaseLost(h.Name, why)
 	c.cfg.Logger.Warn("dlock: lease lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", cause)
 	settle()
 	c.releaseLater(h, nil)

@@ -156,6 +156,9 @@ type backend struct {
 	spares []*session // released sessions still set up for a hold
 }
 
+// DBSystem implements driver.DBSystem.
+func (b *backend) DBSystem() string { return sqldialect.DBSystem(b.db) }
+
 // dialect returns the database's statements, telling them at first use.
 // On MySQL the first use also looks at where dlock_fences keeps its rows
 // (warnMemoryFences), after b.mu is let go: a caller that finds the

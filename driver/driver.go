@@ -212,6 +212,14 @@ type SessionBound interface {
 	HoldsEndWithSession() bool
 }
 
+// DBSystem is implemented by backends that name their server for
+// telemetry, as OpenTelemetry's db.system.name ("postgresql", "mysql",
+// "redis", "zookeeper", "etcd").
+type DBSystem interface {
+	// DBSystem is the server's name, or "" while it is not known yet.
+	DBSystem() string
+}
+
 // Sharer is implemented by backends whose holds of one name by different
 // owners may coexist on the server (a read-write lock's read side). Client
 // then gives every call chain a hold of its own, which waits on the server

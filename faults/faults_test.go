@@ -31,8 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/dlockhq/dlock"
+	etcdlock "github.com/dlockhq/dlock/adapters/etcd"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 	zklock "github.com/dlockhq/dlock/adapters/zk"
 	"github.com/dlockhq/dlock/advisory"
@@ -40,6 +43,7 @@ import (
 	"github.com/dlockhq/dlock/faults"
 	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/internal/testenv/etcdenv"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
@@ -108,7 +112,18 @@ var backends = []struct {
 		l, err := zklock.New(conn, zkRoot, dlock.WithTTL(ttl))
 		return l, conn.Close, err
 	}, func(t testing.TB) { testenv.ZK(t, testenv.ZKAddrs(t), ttl) }, "zk"},
+	{"etcd", func(ttl time.Duration) (dlock.Locker, func(), error) {
+		c, err := clientv3.New(clientv3.Config{Endpoints: servers.EtcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := etcdlock.New(c, etcdRoot, dlock.WithTTL(ttl))
+		return l, func() { c.Close() }, err
+	}, func(t testing.TB) { etcdenv.Client(t, etcdenv.Endpoints()) }, "etcd"},
 }
+
+// etcdRoot is the workers' etcd key prefix.
+const etcdRoot = "dlock-faults"
 
 // zkRoot is the workers' ZooKeeper root.
 const zkRoot = "/dlock-faults"
@@ -924,6 +939,51 @@ func TestZKEnsembleRestart(t *testing.T) {
 	r.finishRecovered()
 }
 
+// etcdTTL is the workers' lease on the cluster: above the time a new
+// leader takes to be elected (etcd's default election timeout is 1 s).
+const etcdTTL = 4 * time.Second
+
+// TestEtcdClusterRestart kills a follower and then the leader of the
+// 3-member cluster, restarting each and waiting for a leader, then kills
+// two members for longer than two TTLs, so the quorum is lost, and
+// restarts them. Holders keep their leases through a new election (the
+// new leader extends every lease); with the quorum lost nothing is
+// renewed or granted, and holders let go at their deadlines.
+func TestEtcdClusterRestart(t *testing.T) {
+	c := etcdenv.StartCluster(t)
+	defer c.Restart(t)
+	r := newRun(t, "etcd", 3, servers.EtcdEnv+"="+strings.Join(c.Endpoints, ","), envTTL+"="+etcdTTL.String())
+	hasLeader := func() bool { return c.Leader(t) >= 0 }
+	for range rounds() {
+		for _, who := range []string{"follower", "leader"} {
+			leader := c.Leader(t)
+			if leader < 0 {
+				t.Fatal("no leader")
+			}
+			victim := leader
+			if who == "follower" {
+				victim = (leader + 1) % 3
+			}
+			r.untilBegun(r.live[0].client)
+			c.Kill(t, victim)
+			r.recordFor(3 * time.Second)
+			c.Restart(t)
+			r.recordUntil(hasLeader)
+		}
+		leader := c.Leader(t)
+		if leader < 0 {
+			t.Fatal("no leader")
+		}
+		r.untilBegun(r.live[0].client)
+		c.Kill(t, leader)
+		c.Kill(t, (leader+1)%3)
+		r.recordFor(2*etcdTTL + time.Second)
+		c.Restart(t)
+		r.recordUntil(hasLeader)
+	}
+	r.finishRecovered()
+}
+
 // TestFrozenServer freezes the lock's server (SIGSTOP of every process,
 // every member of a ZooKeeper ensemble) for longer than the TTL while a
 // worker holds the lock, then lets it go on. Requests hang rather than
@@ -1056,6 +1116,8 @@ func upstream(t *testing.T, server string) string {
 		return cfg.Addr
 	case "redis":
 		return servers.RedisAddr()
+	case "etcd":
+		return servers.EtcdEndpoints()[0]
 	default:
 		return servers.ZKAddrs()[0]
 	}
@@ -1081,6 +1143,8 @@ func via(t *testing.T, server, addr string) string {
 		return servers.MySQLEnv + "=" + cfg.FormatDSN()
 	case "redis":
 		return servers.RedisEnv + "=" + addr
+	case "etcd":
+		return servers.EtcdEnv + "=" + addr
 	default:
 		return servers.ZKEnv + "=" + addr
 	}

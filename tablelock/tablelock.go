@@ -262,6 +262,9 @@ func (b *backend) BoundsCalls() bool {
 	return known
 }
 
+// DBSystem implements driver.DBSystem.
+func (b *backend) DBSystem() string { return sqldialect.DBSystem(b.db) }
+
 func schemaHint(err error) error { return sqldialect.SchemaHint(err) }
 
 func micros(d time.Duration) int64 { return d.Microseconds() + boolInt(d%time.Microsecond != 0) }

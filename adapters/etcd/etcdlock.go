@@ -117,6 +117,9 @@ func (b *backend) key(name, owner string) string { return b.prefix(name) + escap
 // Identity implements dlock.Identifier.
 func (b *backend) Identity() string { return "etcd:" + b.root }
 
+// DBSystem implements driver.DBSystem.
+func (b *backend) DBSystem() string { return "etcd" }
+
 // BoundsCalls implements driver.DeadlineBound: every call of the etcd
 // client is a gRPC call that ends with its ctx, retries included.
 func (b *backend) BoundsCalls() bool { return true }

@@ -293,3 +293,6 @@ func (b *fairBackend) Subscribe(ctx context.Context, r driver.Request) (<-chan s
 func (b *fairBackend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) {
 	return b.notifier.subscribeLive(func() string { return keysFor(r.Name).waiterPrefix() + b.channel })
 }
+
+// DBSystem implements driver.DBSystem.
+func (*fairBackend) DBSystem() string { return "redis" }

@@ -394,3 +394,6 @@ func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder,
 	h.TTL = pttl.Val()
 	return h, true, nil
 }
+
+// DBSystem implements driver.DBSystem.
+func (*backend) DBSystem() string { return "redis" }

@@ -348,3 +348,6 @@ func (b *redlockBackend) Inspect(ctx context.Context, name string) (dlock.Holder
 	}
 	return dlock.Holder{}, false, nil
 }
+
+// DBSystem implements driver.DBSystem.
+func (*redlockBackend) DBSystem() string { return "redis" }

@@ -155,3 +155,6 @@ func (b *rwBackend) Inspect(ctx context.Context, name string) (dlock.Holder, boo
 	}
 	return dlock.Holder{}, false, nil
 }
+
+// DBSystem implements driver.DBSystem.
+func (*rwBackend) DBSystem() string { return "redis" }

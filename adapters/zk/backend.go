@@ -409,3 +409,6 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 		return dlock.Holder{Owner: string(data), Token: uint64(st.Czxid)}, true, nil
 	}
 }
+
+// DBSystem implements driver.DBSystem.
+func (*backend) DBSystem() string { return "zookeeper" }

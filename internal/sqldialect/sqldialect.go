@@ -50,6 +50,23 @@ func Known(db *sql.DB) (d Dialect, ok bool) {
 	return 0, false
 }
 
+// DBSystem is db's server as OpenTelemetry's db.system.name names it
+// ("postgresql", "mysql"), or "" while its dialect is not known.
+func DBSystem(db *sql.DB) string {
+	d, ok := Known(db)
+	if !ok {
+		v, found := asked.Load(db)
+		if !found {
+			return ""
+		}
+		d = v.(Dialect)
+	}
+	if d == Postgres {
+		return "postgresql"
+	}
+	return "mysql"
+}
+
 var asked sync.Map // *sql.DB → Dialect, for drivers Known does not know
 
 // Of returns db's dialect: Known's answer, or else the server's, asked once

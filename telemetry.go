@@ -1,0 +1,317 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"path"
+	"reflect"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dlockhq/dlock/driver"
+)
+
+// Telemetry: OpenTelemetry metrics and spans, kept here once, so every
+// backend and everything built on a Client (semaphores, latches,
+// election, schedlock) has them.
+//
+// Metrics (attributes: dlock.backend, the backend's package; db.system.name
+// where the backend names its server; dlock.name only with WithNameTemplate):
+//
+//	dlock.lock.wait.duration      histogram, s: Lock and TryLock calls, by dlock.outcome
+//	dlock.lock.acquisitions       counter: the same calls, by dlock.outcome
+//	                              (acquired, not_acquired, ctx_ended, error) and dlock.call
+//	dlock.lock.hold.duration      histogram, s: holds, from the grant to their end, by dlock.end
+//	                              (released, lost, closed)
+//	dlock.lease.lost              counter: leases lost, by dlock.cause (not_held: the server
+//	                              says the hold is gone; deadline: no renewal confirmed it in
+//	                              time; session: the backend reported it lost)
+//	dlock.lease.renewals          counter: renewals, by dlock.result (ok, failed)
+//	dlock.lock.waiters            up-down counter: Lock calls waiting
+//	dlock.lock.holders            up-down counter: holds held
+//	dlock.releases.pending        up-down counter: releases retried in the background
+//
+// Spans: dlock.Lock and dlock.TryLock (the call, with its wait; its ctx
+// goes on to the backend, so an instrumented driver's spans nest in it),
+// dlock.hold (a hold, from its grant to its end), dlock.renew and
+// dlock.Unlock.
+const instrumentation = "github.com/dlockhq/dlock"
+
+// Attribute keys.
+const (
+	attrBackend = attribute.Key("dlock.backend")
+	attrSystem  = attribute.Key("db.system.name")
+	attrName    = attribute.Key("dlock.name")
+	attrOutcome = attribute.Key("dlock.outcome")
+	attrCall    = attribute.Key("dlock.call")
+	attrEnd     = attribute.Key("dlock.end")
+	attrCause   = attribute.Key("dlock.cause")
+	attrResult  = attribute.Key("dlock.result")
+	attrToken   = attribute.Key("dlock.token")
+)
+
+// telemetry is a Client's instruments.
+type telemetry struct {
+	tracer       trace.Tracer
+	wait, hold   metric.Float64Histogram
+	acquisitions metric.Int64Counter
+	lost         metric.Int64Counter
+	renewals     metric.Int64Counter
+	waiters      metric.Int64UpDownCounter
+	holders      metric.Int64UpDownCounter
+	pending      metric.Int64UpDownCounter
+	backend      driver.Backend
+	kind         string
+	names        func(string) string
+	// global says the spans go to OpenTelemetry's global provider, which
+	// records nothing until the application sets one (see tracing).
+	global bool
+}
+
+// unsetTracerProvider is OpenTelemetry's global provider before the
+// application sets one: it records nothing.
+var unsetTracerProvider = otel.GetTracerProvider()
+
+// noSpan is the span of a call whose spans nobody records.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// tracing reports whether t's spans may be recorded: starting one costs
+// allocations even when nobody records it.
+func (t *telemetry) tracing() bool {
+	return !t.global || otel.GetTracerProvider() != unsetTracerProvider
+}
+
+// start starts a span named name, or returns noSpan when nobody records
+// spans.
+func (t *telemetry) start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if !t.tracing() {
+		return ctx, noSpan
+	}
+	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+}
+
+func newTelemetry(cfg Config, b driver.Backend) *telemetry {
+	mp, tp := cfg.MeterProvider, cfg.TracerProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	global := tp == nil
+	if global {
+		tp = otel.GetTracerProvider()
+	}
+	m := mp.Meter(instrumentation)
+	t := &telemetry{tracer: tp.Tracer(instrumentation), backend: b, kind: backendKind(b), names: cfg.NameTemplate, global: global}
+	// An instrument that cannot be made (a bad name or unit, which these
+	// are not) is a no-op one: telemetry never stops a lock.
+	t.wait, _ = m.Float64Histogram("dlock.lock.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long Lock and TryLock calls took, by outcome."))
+	t.hold, _ = m.Float64Histogram("dlock.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long holds lasted, from their grant to their end."))
+	t.acquisitions, _ = m.Int64Counter("dlock.lock.acquisitions", metric.WithUnit("{call}"),
+		metric.WithDescription("Lock and TryLock calls, by outcome."))
+	t.lost, _ = m.Int64Counter("dlock.lease.lost", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases lost before Unlock, by cause."))
+	t.renewals, _ = m.Int64Counter("dlock.lease.renewals", metric.WithUnit("{renewal}"),
+		metric.WithDescription("Lease renewals, by result."))
+	t.waiters, _ = m.Int64UpDownCounter("dlock.lock.waiters", metric.WithUnit("{call}"),
+		metric.WithDescription("Lock calls waiting."))
+	t.holders, _ = m.Int64UpDownCounter("dlock.lock.holders", metric.WithUnit("{hold}"),
+		metric.WithDescription("Holds held."))
+	t.pending, _ = m.Int64UpDownCounter("dlock.releases.pending", metric.WithUnit("{release}"),
+		metric.WithDescription("Releases retried in the background."))
+	return t
+}
+
+// backendKind is the last element of b's package path: tablelock, redis,
+// zk, etcd, memlock.
+func backendKind(b driver.Backend) string {
+	t := reflect.TypeOf(b)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return path.Base(t.PkgPath())
+}
+
+// attrs are the attributes of a name's measurements, then extra.
+func (t *telemetry) attrs(name string, extra ...attribute.KeyValue) metric.MeasurementOption {
+	kv := make([]attribute.KeyValue, 0, 3+len(extra))
+	kv = append(kv, attrBackend.String(t.kind))
+	if s, ok := t.backend.(driver.DBSystem); ok {
+		if sys := s.DBSystem(); sys != "" {
+			kv = append(kv, attrSystem.String(sys))
+		}
+	}
+	if t.names != nil {
+		kv = append(kv, attrName.String(t.names(name)))
+	}
+	return metric.WithAttributes(append(kv, extra...)...)
+}
+
+// call is one Lock or TryLock being measured.
+type call struct {
+	t     *telemetry
+	name  string
+	kind  string
+	start time.Time
+	span  trace.Span
+	wait  bool
+}
+
+// startCall starts measuring a Lock (wait) or TryLock of name; ctx is the
+// call's, with its span.
+func (t *telemetry) startCall(ctx context.Context, name string, wait bool) (context.Context, call) {
+	kind := "TryLock"
+	if wait {
+		kind = "Lock"
+	}
+	ctx, span := t.start(ctx, "dlock."+kind, trace.SpanKindClient)
+	c := call{t: t, name: name, kind: kind, start: time.Now(), span: span, wait: wait}
+	if span.IsRecording() {
+		span.SetAttributes(attrBackend.String(t.kind))
+		if t.names != nil {
+			span.SetAttributes(attrName.String(t.names(name)))
+		}
+	}
+	if wait && t.waiters.Enabled(ctx) {
+		t.waiters.Add(ctx, 1, t.attrs(name))
+	}
+	return ctx, c
+}
+
+// end records the call's outcome: l, or err.
+func (c call) end(ctx context.Context, l Lease, err error) {
+	t := c.t
+	outcome := outcomeOf(ctx, err)
+	if c.wait && t.waiters.Enabled(ctx) {
+		t.waiters.Add(ctx, -1, t.attrs(c.name))
+	}
+	if t.wait.Enabled(ctx) || t.acquisitions.Enabled(ctx) {
+		opt := t.attrs(c.name, attrOutcome.String(outcome), attrCall.String(c.kind))
+		t.wait.Record(ctx, time.Since(c.start).Seconds(), opt)
+		t.acquisitions.Add(ctx, 1, opt)
+	}
+	if c.span.IsRecording() {
+		c.span.SetAttributes(attrOutcome.String(outcome))
+		if l != nil {
+			c.span.SetAttributes(attrToken.Int64(int64(l.Token())))
+		}
+	}
+	if outcome == "error" {
+		endSpan(c.span, err)
+		return
+	}
+	c.span.End()
+}
+
+// outcomeOf is the outcome of a Lock or TryLock that returned err.
+func outcomeOf(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "acquired"
+	case ctx.Err() != nil:
+		return "ctx_ended"
+	case errors.Is(err, ErrNotAcquired):
+		return "not_acquired"
+	}
+	return "error"
+}
+
+// holdSpan is a hold's measurement, from its grant; the zero value for
+// a hold not measured, or measured already.
+type holdSpan struct {
+	start time.Time
+	span  trace.Span
+}
+
+// began records h's grant. c.mu is held.
+func (t *telemetry) began(h *hold) {
+	ctx := context.Background()
+	if t.holders.Enabled(ctx) {
+		t.holders.Add(ctx, 1, t.attrs(h.Name))
+	}
+	_, span := t.start(ctx, "dlock.hold", trace.SpanKindInternal)
+	if span.IsRecording() {
+		span.SetAttributes(attrBackend.String(t.kind), attrToken.Int64(int64(h.Token)))
+		if t.names != nil {
+			span.SetAttributes(attrName.String(t.names(h.Name)))
+		}
+	}
+	h.measured = holdSpan{start: time.Now(), span: span}
+}
+
+// ended records the end of h's hold: released, lost or closed. c.mu is
+// held; a hold is measured once.
+func (t *telemetry) ended(h *hold, end string) {
+	m := h.measured
+	if m.span == nil {
+		return
+	}
+	h.measured = holdSpan{}
+	ctx := context.Background()
+	if t.holders.Enabled(ctx) {
+		t.holders.Add(ctx, -1, t.attrs(h.Name))
+	}
+	if t.hold.Enabled(ctx) {
+		t.hold.Record(ctx, time.Since(m.start).Seconds(), t.attrs(h.Name, attrEnd.String(end)))
+	}
+	if m.span.IsRecording() {
+		m.span.SetAttributes(attrEnd.String(end))
+	}
+	m.span.End()
+}
+
+// leaseLost counts a lease of name lost for cause.
+func (t *telemetry) leaseLost(name, cause string) {
+	ctx := context.Background()
+	if t.lost.Enabled(ctx) {
+		t.lost.Add(ctx, 1, t.attrs(name, attrCause.String(cause)))
+	}
+}
+
+// renewal measures one renewal of h: run makes it.
+func (t *telemetry) renewal(h *hold, run func(ctx context.Context) error) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, span := t.start(ctx, "dlock.renew", trace.SpanKindClient)
+		err := run(ctx)
+		result := "ok"
+		if err != nil {
+			result = "failed"
+		}
+		endSpan(span, err)
+		if t.renewals.Enabled(ctx) {
+			t.renewals.Add(ctx, 1, t.attrs(h.Name, attrResult.String(result)))
+		}
+		return err
+	}
+}
+
+// unlockSpan starts an Unlock's span.
+func (t *telemetry) unlockSpan(ctx context.Context) (context.Context, trace.Span) {
+	ctx, span := t.start(ctx, "dlock.Unlock", trace.SpanKindClient)
+	if span.IsRecording() {
+		span.SetAttributes(attrBackend.String(t.kind))
+	}
+	return ctx, span
+}
+
+// endSpan ends span, with err as its status when not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// releasePending counts a background release starting (1) or done (-1).
+func (t *telemetry) releasePending(name string, n int64) {
+	ctx := context.Background()
+	if t.pending.Enabled(ctx) {
+		t.pending.Add(ctx, n, t.attrs(name))
+	}
+}
