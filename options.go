@@ -67,7 +67,7 @@ type Config struct {
 	// MeterProvider and TracerProvider receive the Client's metrics and
 	// spans (see WithMeterProvider). Default: OpenTelemetry's global
 	// providers, which measure nothing until the application sets them.
-	MeterProvider metric.MeterProvider
+	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 	// NameTemplate maps a lock name to the dlock.name attribute of its
 	// measurements (see WithNameTemplate). Default nil: no name attribute.
