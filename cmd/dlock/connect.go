@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dlockhq/dlock"
+	etcdlock "github.com/dlockhq/dlock/adapters/etcd"
+	redislock "github.com/dlockhq/dlock/adapters/redis"
+	zklock "github.com/dlockhq/dlock/adapters/zk"
+	"github.com/dlockhq/dlock/advisory"
+	"github.com/dlockhq/dlock/internal/servers"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// locker is what every backend's Locker is to the command.
+type locker interface {
+	dlock.Locker
+	dlock.Inspector
+	Close(ctx context.Context) error
+}
+
+// target is the server a URL names, and the Locker on it.
+type target struct {
+	locker locker
+	// db is the database of a postgres:// or mysql:// URL, nil for the
+	// others; dialect is "postgres" or "mysql".
+	db      *sql.DB
+	dialect string
+	close   func()
+}
+
+// settings are the flags that shape a target.
+type settings struct {
+	url  string
+	kind string // SQL lock: tablelock or advisory
+	ttl  time.Duration
+}
+
+// connect opens s.url's server and a Locker on it. It does no I/O beyond
+// what the client's constructor does; the first command's request tells
+// whether the server answers.
+func connect(s settings) (*target, error) {
+	if s.url == "" {
+		return nil, errors.New("no server: give --url or set DLOCK_URL (postgres://, mysql://, redis://, zk://, etcd://)")
+	}
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return nil, fmt.Errorf("bad --url %q: %v", servers.Redact(s.url), err)
+	}
+	opts := []dlock.Option{dlock.WithTTL(s.ttl)}
+	switch u.Scheme {
+	case "postgres", "postgresql":
+		db, err := sql.Open("pgx", s.url)
+		if err != nil {
+			return nil, err
+		}
+		return sqlTarget(db, "postgres", s.kind, opts)
+	case "mysql":
+		cfg := mysql.NewConfig()
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+		cfg.Net, cfg.Addr, cfg.DBName, cfg.ParseTime = "tcp", u.Host, strings.TrimPrefix(u.Path, "/"), true
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			return nil, err
+		}
+		return sqlTarget(db, "mysql", s.kind, opts)
+	case "redis", "rediss":
+		o, err := redis.ParseURL(s.url)
+		if err != nil {
+			return nil, err
+		}
+		c := redis.NewClient(o)
+		l, err := redislock.New(c, opts...)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &target{locker: l, close: func() { c.Close() }}, nil
+	case "zk":
+		// The session outlasts the lease (see package zklock).
+		conn, _, err := zk.Connect(strings.Split(u.Host, ","), s.ttl, zk.WithLogInfo(false))
+		if err != nil {
+			return nil, err
+		}
+		l, err := zklock.New(conn, orDefault(u.Path, "/dlock"), opts...)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return &target{locker: l, close: conn.Close}, nil
+	case "etcd":
+		c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(u.Host, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		l, err := etcdlock.New(c, orDefault(strings.TrimPrefix(u.Path, "/"), "dlock"), opts...)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &target{locker: l, close: func() { c.Close() }}, nil
+	}
+	return nil, fmt.Errorf("bad --url %q: the scheme must be postgres, mysql, redis, zk or etcd", servers.Redact(s.url))
+}
+
+func sqlTarget(db *sql.DB, dialect, kind string, opts []dlock.Option) (*target, error) {
+	var (
+		l   locker
+		err error
+	)
+	switch kind {
+	case "tablelock":
+		l, err = tablelock.New(db, opts...)
+	case "advisory":
+		l, err = advisory.New(db, opts...)
+	default:
+		err = fmt.Errorf("bad --lock %q: tablelock or advisory", kind)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &target{locker: l, db: db, dialect: dialect, close: func() { db.Close() }}, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" || s == "/" {
+		return def
+	}
+	return s
+}
+
+// shutdown closes the Locker, releasing what it holds, then the client.
+func (t *target) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), dlock.DefaultReleaseTimeout)
+	defer cancel()
+	_ = t.locker.Close(ctx) // what it held expires at its TTL if this fails
+	t.close()
+}

@@ -1,0 +1,217 @@
+// Command dlock is the operators' command for dlock's locks: it looks at
+// a lock, runs a command under one, and keeps the SQL schema.
+//
+//	dlock inspect NAME                 who holds NAME: owner, token, TTL left
+//	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
+//	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD ARGS...
+//	dlock migrate up|status            the SQL backends' schema (package migrations)
+//	dlock prune [--idle 24h]           delete idle lock rows (SQL backends)
+//
+// Every subcommand takes --url (default $DLOCK_URL): postgres://…,
+// mysql://user:pass@host:3306/db, redis://host:6379/0,
+// zk://host:2181,host:2182/root or etcd://host:2379,host:2380/prefix;
+// --lock tablelock|advisory picks the lock of a SQL URL (default
+// tablelock); --json prints JSON lines instead of text.
+//
+// dlock run takes NAME, waiting up to --timeout (0: as long as it takes),
+// then runs CMD with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER in its
+// environment, so the command can fence what it writes with the token. If
+// the lease is lost, CMD gets SIGTERM, and SIGKILL --grace later; a
+// SIGINT or SIGTERM to dlock is passed on to CMD. dlock exits with CMD's
+// status (128+N for a signal N), or 1 when the lease was lost and CMD
+// exited 0 all the same, and releases the lock when CMD has exited.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dlockhq/dlock"
+)
+
+const usage = `usage:
+  dlock inspect [flags] NAME
+  dlock watch [flags] [--interval 1s] NAME
+  dlock run [flags] [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD [ARGS...]
+  dlock migrate [flags] up|status
+  dlock prune [flags] [--idle 24h]
+flags: --url URL (default $DLOCK_URL) --lock tablelock|advisory --json`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses of dlock's own failures.
+const (
+	exitFailed = 1 // the request failed, or the lease was lost
+	exitUsage  = 2 // bad arguments
+)
+
+// cli runs the command line args (without the program name), and returns
+// the exit status.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return exitUsage
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("dlock "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var s settings
+	var asJSON bool
+	fs.StringVar(&s.url, "url", os.Getenv("DLOCK_URL"), "the server: postgres://, mysql://, redis://, zk:// or etcd://")
+	fs.StringVar(&s.kind, "lock", "tablelock", "the lock of a SQL URL: tablelock or advisory")
+	fs.BoolVar(&asJSON, "json", false, "print JSON lines")
+	fs.DurationVar(&s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
+	interval := fs.Duration("interval", time.Second, "how often watch looks")
+	timeout := fs.Duration("timeout", 0, "how long run waits for the lock (0: as long as it takes)")
+	grace := fs.Duration("grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
+	idle := fs.Duration("idle", 24*time.Hour, "how long a free row stays before prune deletes it")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	out := printer{w: stdout, json: asJSON}
+	rest := fs.Args()
+	need := map[string]int{"inspect": 1, "watch": 1, "migrate": 1, "prune": 0}
+	if n, ok := need[sub]; ok && len(rest) != n || sub == "run" && len(rest) < 2 {
+		fmt.Fprintln(stderr, usage)
+		return exitUsage
+	}
+	if _, ok := need[sub]; !ok && sub != "run" {
+		fmt.Fprintf(stderr, "dlock: unknown subcommand %q\n%s\n", sub, usage)
+		return exitUsage
+	}
+	if sub == "run" && rest[1] == "--" {
+		rest = append(rest[:1], rest[2:]...)
+	}
+	if sub == "run" && len(rest) < 2 {
+		fmt.Fprintln(stderr, "dlock run: no command after NAME --")
+		return exitUsage
+	}
+	if len(rest) > 0 && sub != "migrate" {
+		if err := dlock.ValidateName(rest[0]); err != nil {
+			fmt.Fprintln(stderr, "dlock:", err)
+			return exitUsage
+		}
+	}
+	t, err := connect(s)
+	if err != nil {
+		fmt.Fprintln(stderr, "dlock:", err)
+		return exitUsage
+	}
+	defer t.shutdown()
+	switch sub {
+	case "inspect":
+		err = inspect(ctx, t, rest[0], out)
+	case "watch":
+		err = watch(ctx, t, rest[0], *interval, out)
+	case "migrate":
+		err = migrate(ctx, t, rest[0], out)
+	case "prune":
+		err = prune(ctx, t, *idle, out)
+	case "run":
+		return run(ctx, t, runSpec{name: rest[0], argv: rest[1:], timeout: *timeout, grace: *grace}, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "dlock:", err)
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return 0
+}
+
+// errUsage marks an error in what the user asked for.
+var errUsage = errors.New("usage")
+
+// printer prints a result as a line of text or of JSON.
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+func (p printer) print(v any, text string) {
+	if p.json {
+		b, _ := json.Marshal(v) // plain structs of strings and numbers
+		fmt.Fprintln(p.w, string(b))
+		return
+	}
+	fmt.Fprintln(p.w, text)
+}
+
+// holder is a lock's state, as inspect and watch print it.
+type holder struct {
+	Name  string `json:"name"`
+	Held  bool   `json:"held"`
+	Owner string `json:"owner,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+	TTLMS int64  `json:"ttl_ms,omitempty"`
+	At    string `json:"at"`
+}
+
+func (h holder) String() string {
+	if !h.Held {
+		return fmt.Sprintf("%s %s is free", h.At, h.Name)
+	}
+	return fmt.Sprintf("%s %s is held by %s, token %d, %v left", h.At, h.Name, h.Owner, h.Token, time.Duration(h.TTLMS)*time.Millisecond)
+}
+
+func look(ctx context.Context, t *target, name string) (holder, error) {
+	h, ok, err := t.locker.Inspect(ctx, name)
+	if err != nil {
+		return holder{}, err
+	}
+	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(),
+		At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+}
+
+func inspect(ctx context.Context, t *target, name string, out printer) error {
+	h, err := look(ctx, t, name)
+	if err != nil {
+		return err
+	}
+	out.print(h, h.String())
+	return nil
+}
+
+// watch prints name's state, then a line each time its holder changes,
+// until ctx ends (SIGINT).
+func watch(ctx context.Context, t *target, name string, interval time.Duration, out printer) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: --interval must be positive", errUsage)
+	}
+	var last holder
+	first := true
+	for {
+		h, err := look(ctx, t, name)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return err
+		case first || h.Held != last.Held || h.Owner != last.Owner || h.Token != last.Token:
+			out.print(h, h.String())
+			first, last = false, h
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}

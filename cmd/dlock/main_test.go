@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlockhq/dlock"
+	etcdlock "github.com/dlockhq/dlock/adapters/etcd"
+	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/internal/testenv/etcdenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// syncBuffer is a bytes.Buffer the command and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// dlockCmd runs the command line args and returns its status and output.
+func dlockCmd(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	var out, errOut syncBuffer
+	code = cli(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func etcdURL() string { return "etcd://" + strings.Join(etcdenv.Endpoints(), ",") + "/dlock-cmd" }
+
+// urls are a URL of every backend the command takes.
+func urls(t *testing.T) map[string]string {
+	pg, err := url.Parse(testenv.DSN("pgx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdenv.Client(t, etcdenv.Endpoints()) // fails or skips when it is missing
+	return map[string]string{
+		"postgres": pg.String(),
+		"mysql":    "mysql://root@" + mysqlAddr(t) + "/test",
+		"redis":    "redis://" + testenv.RedisAddr(t) + "/0",
+		"zk":       "zk://" + strings.Join(testenv.ZKAddrs(t), ",") + "/dlock-cmd",
+		"etcd":     etcdURL(),
+	}
+}
+
+func mysqlAddr(t *testing.T) string {
+	testenv.MySQL(t)
+	return "127.0.0.1:3306"
+}
+
+// The command runs under the lock with the name and token in its
+// environment, and dlock exits with its status; meanwhile inspect shows
+// the holder, and a second run waits.
+func TestRunUnderTheLock(t *testing.T) {
+	for backend, u := range urls(t) {
+		t.Run(backend, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			name := dlocktest.Name(t)
+			dir := t.TempDir()
+			started := dir + "/started"
+			// The first run holds the lock until the test removes "go".
+			if err := os.WriteFile(dir+"/go", nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			first := make(chan string, 1)
+			go func() {
+				code, out, errOut := dlockCmd(ctx, "run", "--url", u, "--ttl", "5s", name, "--",
+					"sh", "-c", `echo "$DLOCK_NAME $DLOCK_TOKEN" > `+started+`; while [ -e `+dir+`/go ]; do sleep 0.05; done; exit 7`)
+				first <- strconv.Itoa(code) + "|" + out + "|" + errOut
+			}()
+			var env string
+			for env == "" && ctx.Err() == nil {
+				b, _ := os.ReadFile(started)
+				env = strings.TrimSpace(string(b))
+				time.Sleep(20 * time.Millisecond)
+			}
+			gotName, token, _ := strings.Cut(env, " ")
+			if gotName != name || token == "" || token == "0" {
+				t.Fatalf("the command's environment: %q, want the name %q and a token", env, name)
+			}
+			code, out, errOut := dlockCmd(ctx, "inspect", "--url", u, "--json", name)
+			var h holder
+			if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.Held || strconv.FormatUint(h.Token, 10) != token {
+				t.Fatalf("inspect while run holds: %d %q %q, want held with token %s", code, out, errOut, token)
+			}
+			// A second run with a short timeout does not get the lock.
+			code, _, errOut = dlockCmd(ctx, "run", "--url", u, "--timeout", "300ms", name, "--", "true")
+			if code != exitFailed || !strings.Contains(errOut, "not acquired") {
+				t.Fatalf("second run while held: %d %q, want status 1, not acquired", code, errOut)
+			}
+			os.Remove(dir + "/go")
+			if res := <-first; !strings.HasPrefix(res, "7|") {
+				t.Fatalf("first run: %q, want the command's status 7", res)
+			}
+			code, out, _ = dlockCmd(ctx, "inspect", "--url", u, name)
+			if code != 0 || !strings.Contains(out, "is free") {
+				t.Fatalf("inspect after run: %d %q, want free", code, out)
+			}
+		})
+	}
+}
+
+// When the lease is lost, the command is stopped (SIGTERM) and dlock
+// exits non-zero saying so.
+func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
+	c := etcdenv.Client(t, etcdenv.Endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	done := make(chan [3]string, 1)
+	go func() {
+		code, out, errOut := dlockCmd(ctx, "run", "--url", etcdURL(), "--ttl", "2s", "--grace", "5s", name, "--", "sleep", "30")
+		done <- [3]string{strconv.Itoa(code), out, errOut}
+	}()
+	l, err := etcdlock.New(c, "dlock-cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	// An operator deletes the holder's key.
+	for {
+		h, ok, err := l.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			resp, err := c.Delete(ctx, "dlock-cmd/lock/"+name+"/", clientv3.WithPrefix())
+			if err != nil || resp.Deleted != 1 {
+				t.Fatalf("deleting %s's key (token %d): %v", name, h.Token, err)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	deleted := time.Now()
+	res := <-done
+	if res[0] != "143" || !strings.Contains(res[2], "lease") || !strings.Contains(res[2], "lost") {
+		t.Fatalf("run whose lease was lost: status %s, stderr %q; want 143 (SIGTERM) and the loss said", res[0], res[2])
+	}
+	if waited := time.Since(deleted); waited > 2*time.Second {
+		t.Errorf("the command was stopped %v after the key went, want within a TTL", waited)
+	}
+}
+
+func TestMigrateAndPrune(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	fresh, err := url.Parse(testenv.FreshDSN(t, "pgx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := fresh.String()
+	code, out, _ := dlockCmd(ctx, "migrate", "--url", u, "status")
+	if code != 0 || !strings.Contains(out, "version 0 of") {
+		t.Fatalf("migrate status on a fresh database: %d %q", code, out)
+	}
+	code, out, errOut := dlockCmd(ctx, "migrate", "--url", u, "--json", "up")
+	var s schema
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Version != s.Latest || s.Latest == 0 || s.Dirty {
+		t.Fatalf("migrate up: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = dlockCmd(ctx, "prune", "--url", u, "--idle", "1s")
+	if code != 0 || !strings.HasPrefix(out, "deleted 0 idle rows") {
+		t.Fatalf("prune: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = dlockCmd(ctx, "prune", "--url", "redis://"+testenv.RedisAddr(t))
+	if code != exitUsage || !strings.Contains(errOut, "postgres:// and mysql://") {
+		t.Fatalf("prune on redis: %d %q, want a usage error", code, errOut)
+	}
+}
+
+// Bad input is one line on stderr and status 2, before any I/O: the URLs
+// below name servers that do not exist.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage"},
+		{[]string{"frobnicate", "x"}, "unknown subcommand"},
+		{[]string{"inspect", "--url", "", "x"}, "no server"},
+		{[]string{"inspect", "--url", "ftp://127.0.0.1:1/x", "x"}, "scheme"},
+		{[]string{"inspect", "--url", "redis://127.0.0.1:1/0", ""}, dlock.ErrInvalidName.Error()},
+		{[]string{"run", "--url", "redis://127.0.0.1:1/0", "x", "--"}, "no command"},
+		{[]string{"inspect", "--url", "postgres://127.0.0.1:1/x", "--lock", "zookeeper", "x"}, "--lock"},
+		{[]string{"migrate", "--url", "redis://127.0.0.1:1/0", "sideways"}, "postgres:// and mysql://"},
+	} {
+		code, _, errOut := dlockCmd(ctx, c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("dlock %q: %d %q, want status 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
