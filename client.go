@@ -239,6 +239,30 @@ func (c *Client) TryLock(ctx context.Context, name string) (Lease, error) {
 	return c.measuredLock(ctx, name, false)
 }
 
+// List implements Lister when the backend does; otherwise it returns
+// errors.ErrUnsupported. limit 0 is DefaultListLimit. ctx governs the
+// requests.
+func (c *Client) List(ctx context.Context, prefix string, limit int) ([]Held, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("dlock: list: negative limit %d", limit)
+	}
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	l, ok := c.backend.(Lister)
+	if !ok {
+		return nil, fmt.Errorf("dlock: list %q: %w", prefix, errors.ErrUnsupported)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dlock: list %q: %w", prefix, err)
+	}
+	held, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) ([]Held, struct{}, error) {
+		held, err := l.List(ctx, prefix, limit)
+		return held, struct{}{}, err
+	})
+	return held, errjoin.OneLine(err)
+}
+
 // Inspect implements Inspector when the backend does; otherwise it returns
 // errors.ErrUnsupported. ctx governs the request.
 func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error) {

@@ -88,6 +88,24 @@ type Inspector interface {
 	Inspect(ctx context.Context, name string) (h Holder, ok bool, err error)
 }
 
+// Lister is implemented by backends that can list the locks held under a
+// name prefix: what an operator's `dlock ls` and a dashboard show.
+type Lister interface {
+	// List reports the locks held whose names start with prefix, in name
+	// order, at most limit of them. ctx governs the requests.
+	List(ctx context.Context, prefix string, limit int) ([]Held, error)
+}
+
+// Held is a held lock as List reports it.
+type Held struct {
+	Name string
+	Holder
+}
+
+// DefaultListLimit is how many held locks Client.List reports when
+// given no limit.
+const DefaultListLimit = 1000
+
 // Identifier is implemented by Lockers that can name the lock service they
 // talk to the same way in every process (a server address, a root path).
 // Client implements it from its backend's own Identity method, or the

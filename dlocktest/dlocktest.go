@@ -19,6 +19,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("InvalidNames", s.invalidNames)
 	t.Run("SameLabel", s.sameLabel)
 	t.Run("Inspect", s.inspect)
+	t.Run("List", s.list)
 	t.Run("DoneAndErr", s.doneAndErr)
 	t.Run("Do", s.do)
 	t.Run("SharedLocker", s.sharedLocker)
@@ -563,6 +565,53 @@ func (s suite) inspect(t *testing.T) {
 	if h, held, err := in.Inspect(ctx, name); err != nil || held {
 		t.Fatalf("Inspect after the last Unlock: %+v held=%v err=%v", h, held, err)
 	}
+}
+
+// list checks dlock.Lister, where the backend has it (a Locker on
+// another returns errors.ErrUnsupported): the held names under a prefix,
+// in name order, with their holders, names with characters a key or a
+// pattern gives a meaning included; a name that only shares a shorter
+// prefix is left out, a released one drops out, and limit bounds them.
+func (s suite) list(t *testing.T) {
+	type lister interface {
+		List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error)
+	}
+	ctx := ctxT(t)
+	l := s.h.New(t)
+	ls, ok := l.(lister)
+	if !ok {
+		t.Skipf("%T has no List", l)
+	}
+	prefix := Name(t) + "/"
+	if _, err := ls.List(ctx, prefix, 0); errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("%T's backend cannot list: %v", l, err)
+	}
+	names := []string{prefix + "a", prefix + "b*[?]", prefix + "c%7B{}/d"}
+	leases := map[string]dlock.Lease{}
+	for _, n := range append([]string{strings.TrimSuffix(prefix, "/") + "x"}, names...) {
+		leases[n] = mustLock(t, ctx, l, n)
+	}
+	check := func(limit int, want ...string) {
+		t.Helper()
+		held, err := ls.List(ctx, prefix, limit)
+		if err != nil {
+			t.Fatalf("List(%q, %d): %v", prefix, limit, err)
+		}
+		var got []string
+		for _, h := range held {
+			got = append(got, h.Name)
+			if le := leases[h.Name]; le == nil || h.Owner != le.Owner() || h.Token != le.Token() {
+				t.Errorf("List: %+v, want the holder of %q", h, h.Name)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("List(%q, %d) = %q, want %q", prefix, limit, got, want)
+		}
+	}
+	check(0, names...)
+	check(2, names[:2]...)
+	mustUnlock(t, leases[names[1]])
+	check(0, names[0], names[2])
 }
 
 func (s suite) doneAndErr(t *testing.T) {

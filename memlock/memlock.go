@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -331,6 +333,24 @@ func (b backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, 
 		return dlock.Holder{}, false, nil
 	}
 	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}, true, nil
+}
+
+// List implements dlock.Lister.
+func (b backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
+	if err := b.enter(ctx, ""); err != nil {
+		return nil, err
+	}
+	s := b.s
+	defer s.mu.Unlock()
+	now := time.Now()
+	var held []dlock.Held
+	for name, l := range s.locks {
+		if strings.HasPrefix(name, prefix) && !free(l, now) {
+			held = append(held, dlock.Held{Name: name, Holder: dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}})
+		}
+	}
+	slices.SortFunc(held, func(a, b dlock.Held) int { return strings.Compare(a.Name, b.Name) })
+	return held[:min(len(held), limit)], nil
 }
 
 // Record implements dlock.Recorder.

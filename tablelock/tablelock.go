@@ -13,6 +13,7 @@ import (
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/sqlrecord"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // Table is the lock table, as created by package migrations.
@@ -261,6 +262,49 @@ func (b *backend) BoundsCalls() bool {
 	_, known := sqldialect.Known(b.db)
 	return known
 }
+
+// List implements dlock.Lister: the live rows whose names start with
+// prefix, in name order.
+func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q, args := pgList, []any{prefix, limit}
+	if _, ok := d.(*mysql); ok {
+		q, args = myList, []any{prefix, prefix, limit}
+	}
+	rows, err := b.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var held []dlock.Held
+	for rows.Next() {
+		var (
+			h      dlock.Held
+			leftUS int64
+		)
+		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS); err != nil {
+			return nil, err
+		}
+		h.TTL = timeunit.Of(leftUS, time.Microsecond)
+		held = append(held, h)
+	}
+	return held, rows.Err()
+}
+
+// The statements of List.
+const (
+	pgList = `
+SELECT name, owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
+FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > now() AND substr(name, 1, char_length($1)) = $1
+ORDER BY name LIMIT $2`
+	myList = `
+SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) AND LEFT(name, CHAR_LENGTH(?)) = ?
+ORDER BY name LIMIT ?`
+)
 
 // DBSystem implements driver.DBSystem.
 func (b *backend) DBSystem() string { return sqldialect.DBSystem(b.db) }

@@ -46,9 +46,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlockhq/dlock"
@@ -206,6 +208,47 @@ func (b *backend) lost(h driver.Hold, err error) error {
 		return fmt.Errorf("%w: the lease of %q expired on the etcd server", dlock.ErrNotHeld, h.Name)
 	}
 	return err
+}
+
+// List implements dlock.Lister: for each name under prefix, the oldest
+// of its keys, in name order.
+func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
+	resp, err := b.client.Get(ctx, b.root+"/lock/"+escape(prefix), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	oldest := map[string]*mvccpb.KeyValue{}
+	var names []string
+	for _, kv := range resp.Kvs {
+		esc, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), b.root+"/lock/"), "/")
+		if !ok {
+			continue
+		}
+		name, err := url.PathUnescape(esc)
+		if err != nil || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if cur, ok := oldest[name]; !ok {
+			names = append(names, name)
+			oldest[name] = kv
+		} else if kv.CreateRevision < cur.CreateRevision {
+			oldest[name] = kv
+		}
+	}
+	slices.Sort(names)
+	var held []dlock.Held
+	for _, name := range names[:min(len(names), limit)] {
+		kv := oldest[name]
+		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			return nil, err
+		}
+		if ttl.TTL > 0 {
+			held = append(held, dlock.Held{Name: name, Holder: dlock.Holder{Owner: string(kv.Value),
+				Token: uint64(kv.CreateRevision), TTL: time.Duration(ttl.TTL) * time.Second}})
+		}
+	}
+	return held, nil
 }
 
 // Inspect reports the holder: the oldest key under the name's prefix.

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -366,6 +367,60 @@ func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	return inspectOn(ctx, b.client, name)
 }
+
+// List implements dlock.Lister: the lock keys whose names start with
+// prefix (SCAN, on every master of a cluster), each with its holder, in
+// name order.
+func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
+	match := Prefix + "{" + globEscaper.Replace(tagEscaper.Replace(prefix)) + "*}"
+	var (
+		mu    sync.Mutex
+		names []string
+	)
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			tag := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), Prefix+"{"), "}")
+			mu.Lock()
+			names = append(names, tagUnescaper.Replace(tag))
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := b.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, fmt.Errorf("redislock: List: %T cannot be scanned: %w", c, errors.ErrUnsupported)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	var held []dlock.Held
+	for _, name := range slices.Compact(names) {
+		if len(held) == limit {
+			break
+		}
+		h, ok, err := inspectOn(ctx, b.client, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			held = append(held, dlock.Held{Name: name, Holder: h})
+		}
+	}
+	return held, nil
+}
+
+// globEscaper escapes the characters SCAN's MATCH pattern gives a meaning.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// tagUnescaper undoes tagEscaper.
+var tagUnescaper = strings.NewReplacer("%7D", "}", "%7B", "{", "%25", "%")
 
 func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder, bool, error) {
 	k := keysFor(name)

@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -379,6 +381,47 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 
 // Inspect reports the owner and Czxid of a node that holds the lock: the
 // first in the queue, or for a read-write lock the first of this kind.
+// List implements dlock.Lister: the lock directories under the root
+// whose names start with prefix, each with its holder, in name order.
+func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
+	root := b.root
+	dirs, err := request(ctx, func() ([]string, error) {
+		children, _, err := b.conn.Children(root)
+		return children, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, d := range dirs {
+		esc, ok := strings.CutSuffix(d, b.suffix)
+		if !ok || strings.Contains(esc, ".") || root == "/" && "/"+d == systemTree {
+			continue // another kind's, a record, the clock, ZooKeeper's own
+		}
+		if name, err := url.PathUnescape(esc); err == nil && strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var held []dlock.Held
+	for _, name := range names {
+		if len(held) == limit {
+			break
+		}
+		h, ok, err := b.Inspect(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			held = append(held, dlock.Held{Name: name, Holder: h})
+		}
+	}
+	return held, nil
+}
+
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	dir := b.dir(name)
 	for {

@@ -28,6 +28,7 @@ import (
 type locker interface {
 	dlock.Locker
 	dlock.Inspector
+	dlock.Lister
 	Close(ctx context.Context) error
 }
 

@@ -1,6 +1,7 @@
 // Command dlock is the operators' command for dlock's locks: it looks at
 // a lock, runs a command under one, and keeps the SQL schema.
 //
+//	dlock ls [--limit 1000] [PREFIX]   the locks held under PREFIX, a line each
 //	dlock inspect NAME                 who holds NAME: owner, token, TTL left
 //	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
 //	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD ARGS...
@@ -31,6 +32,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +43,7 @@ import (
 )
 
 const usage = `usage:
+  dlock ls [flags] [--limit 1000] [PREFIX]
   dlock inspect [flags] NAME
   dlock watch [flags] [--interval 1s] NAME
   dlock run [flags] [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD [ARGS...]
@@ -81,17 +84,18 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "how long run waits for the lock (0: as long as it takes)")
 	grace := fs.Duration("grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
 	idle := fs.Duration("idle", 24*time.Hour, "how long a free row stays before prune deletes it")
+	limit := fs.Int("limit", dlock.DefaultListLimit, "how many locks ls lists at most")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	out := printer{w: stdout, json: asJSON}
 	rest := fs.Args()
 	need := map[string]int{"inspect": 1, "watch": 1, "migrate": 1, "prune": 0}
-	if n, ok := need[sub]; ok && len(rest) != n || sub == "run" && len(rest) < 2 {
+	if n, ok := need[sub]; ok && len(rest) != n || sub == "run" && len(rest) < 2 || sub == "ls" && len(rest) > 1 {
 		fmt.Fprintln(stderr, usage)
 		return exitUsage
 	}
-	if _, ok := need[sub]; !ok && sub != "run" {
+	if _, ok := need[sub]; !ok && sub != "run" && sub != "ls" {
 		fmt.Fprintf(stderr, "dlock: unknown subcommand %q\n%s\n", sub, usage)
 		return exitUsage
 	}
@@ -102,7 +106,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dlock run: no command after NAME --")
 		return exitUsage
 	}
-	if len(rest) > 0 && sub != "migrate" {
+	if len(rest) > 0 && sub != "migrate" && sub != "ls" {
 		if err := dlock.ValidateName(rest[0]); err != nil {
 			fmt.Fprintln(stderr, "dlock:", err)
 			return exitUsage
@@ -115,6 +119,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer t.shutdown()
 	switch sub {
+	case "ls":
+		err = list(ctx, t, strings.Join(rest, ""), *limit, out)
 	case "inspect":
 		err = inspect(ctx, t, rest[0], out)
 	case "watch":
@@ -178,6 +184,23 @@ func look(ctx context.Context, t *target, name string) (holder, error) {
 	}
 	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(),
 		At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+}
+
+// list prints the locks held under prefix, one line each.
+func list(ctx context.Context, t *target, prefix string, limit int, out printer) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: --limit must be positive", errUsage)
+	}
+	held, err := t.locker.List(ctx, prefix, limit)
+	if err != nil {
+		return err
+	}
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, h := range held {
+		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), At: at}
+		out.print(hd, hd.String())
+	}
+	return nil
 }
 
 func inspect(ctx context.Context, t *target, name string, out printer) error {

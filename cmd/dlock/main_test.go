@@ -107,6 +107,13 @@ func TestRunUnderTheLock(t *testing.T) {
 			if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.Held || strconv.FormatUint(h.Token, 10) != token {
 				t.Fatalf("inspect while run holds: %d %q %q, want held with token %s", code, out, errOut, token)
 			}
+			if backend != "advisory" {
+				code, out, errOut = dlockCmd(ctx, "ls", "--url", u, "--json", name[:len(name)-4])
+				h = holder{}
+				if code != 0 || json.Unmarshal([]byte(out), &h) != nil || h.Name != name || strconv.FormatUint(h.Token, 10) != token {
+					t.Fatalf("ls while run holds: %d %q %q, want %s with token %s", code, out, errOut, name, token)
+				}
+			}
 			// A second run with a short timeout does not get the lock.
 			code, _, errOut = dlockCmd(ctx, "run", "--url", u, "--timeout", "300ms", name, "--", "true")
 			if code != exitFailed || !strings.Contains(errOut, "not acquired") {
