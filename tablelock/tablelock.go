@@ -278,7 +278,6 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var held []dlock.Held
 	for rows.Next() {
 		var (
@@ -286,12 +285,15 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 			leftUS int64
 		)
 		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS); err != nil {
-			return nil, err
+			return nil, errors.Join(err, rows.Close())
 		}
 		h.TTL = timeunit.Of(leftUS, time.Microsecond)
 		held = append(held, h)
 	}
-	return held, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, errors.Join(err, rows.Close())
+	}
+	return held, rows.Close()
 }
 
 // The statements of List.

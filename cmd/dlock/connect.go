@@ -60,61 +60,84 @@ func connect(s settings) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bad --url %q: %v", servers.Redact(s.url), err)
 	}
-	opts := []dlock.Option{dlock.WithTTL(s.ttl)}
-	switch u.Scheme {
-	case "postgres", "postgresql":
-		db, err := sql.Open("pgx", s.url)
-		if err != nil {
-			return nil, err
-		}
-		return sqlTarget(db, "postgres", s.kind, opts)
-	case "mysql":
-		cfg := mysql.NewConfig()
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-		cfg.Net, cfg.Addr, cfg.DBName, cfg.ParseTime = "tcp", u.Host, strings.TrimPrefix(u.Path, "/"), true
-		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err != nil {
-			return nil, err
-		}
-		return sqlTarget(db, "mysql", s.kind, opts)
-	case "redis", "rediss":
-		o, err := redis.ParseURL(s.url)
-		if err != nil {
-			return nil, err
-		}
-		c := redis.NewClient(o)
-		l, err := redislock.New(c, opts...)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		return &target{locker: l, close: func() { c.Close() }}, nil
-	case "zk":
-		// The session outlasts the lease (see package zklock).
-		conn, _, err := zk.Connect(strings.Split(u.Host, ","), s.ttl, zk.WithLogInfo(false))
-		if err != nil {
-			return nil, err
-		}
-		l, err := zklock.New(conn, orDefault(u.Path, "/dlock"), opts...)
-		if err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return &target{locker: l, close: conn.Close}, nil
-	case "etcd":
-		c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(u.Host, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, err
-		}
-		l, err := etcdlock.New(c, orDefault(strings.TrimPrefix(u.Path, "/"), "dlock"), opts...)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		return &target{locker: l, close: func() { c.Close() }}, nil
+	open, ok := openers[u.Scheme]
+	if !ok {
+		return nil, fmt.Errorf("bad --url %q: the scheme must be postgres, mysql, redis, zk or etcd", servers.Redact(s.url))
 	}
-	return nil, fmt.Errorf("bad --url %q: the scheme must be postgres, mysql, redis, zk or etcd", servers.Redact(s.url))
+	return open(u, s, []dlock.Option{dlock.WithTTL(s.ttl)})
+}
+
+// openers open a URL's server and Locker, by scheme. Closing a client is
+// the command's last step: its error has nobody to tell.
+var openers = map[string]func(u *url.URL, s settings, opts []dlock.Option) (*target, error){
+	"postgres":   openPostgres,
+	"postgresql": openPostgres,
+	"mysql":      openMySQL,
+	"redis":      openRedis,
+	"rediss":     openRedis,
+	"zk":         openZK,
+	"etcd":       openEtcd,
+}
+
+func openPostgres(_ *url.URL, s settings, opts []dlock.Option) (*target, error) {
+	db, err := sql.Open("pgx", s.url)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTarget(db, "postgres", s.kind, opts)
+}
+
+func openMySQL(u *url.URL, s settings, opts []dlock.Option) (*target, error) {
+	cfg := mysql.NewConfig()
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.Net, cfg.Addr, cfg.DBName, cfg.ParseTime = "tcp", u.Host, strings.TrimPrefix(u.Path, "/"), true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	return sqlTarget(db, "mysql", s.kind, opts)
+}
+
+func openRedis(_ *url.URL, s settings, opts []dlock.Option) (*target, error) {
+	o, err := redis.ParseURL(s.url)
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(o)
+	l, err := redislock.New(c, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &target{locker: l, close: func() { _ = c.Close() }}, nil
+}
+
+func openZK(u *url.URL, s settings, opts []dlock.Option) (*target, error) {
+	// The session outlasts the lease (see package zklock).
+	conn, _, err := zk.Connect(strings.Split(u.Host, ","), s.ttl, zk.WithLogInfo(false))
+	if err != nil {
+		return nil, err
+	}
+	l, err := zklock.New(conn, orDefault(u.Path, "/dlock"), opts...)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &target{locker: l, close: conn.Close}, nil
+}
+
+func openEtcd(u *url.URL, _ settings, opts []dlock.Option) (*target, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(u.Host, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	l, err := etcdlock.New(c, orDefault(strings.TrimPrefix(u.Path, "/"), "dlock"), opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &target{locker: l, close: func() { _ = c.Close() }}, nil
 }
 
 func sqlTarget(db *sql.DB, dialect, kind string, opts []dlock.Option) (*target, error) {
@@ -131,10 +154,10 @@ func sqlTarget(db *sql.DB, dialect, kind string, opts []dlock.Option) (*target, 
 		err = fmt.Errorf("bad --lock %q: tablelock or advisory", kind)
 	}
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, err
 	}
-	return &target{locker: l, db: db, dialect: dialect, close: func() { db.Close() }}, nil
+	return &target{locker: l, db: db, dialect: dialect, close: func() { _ = db.Close() }}, nil
 }
 
 func orDefault(s, def string) string {

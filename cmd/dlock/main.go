@@ -67,70 +67,33 @@ const (
 // cli runs the command line args (without the program name), and returns
 // the exit status.
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return exitUsage
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("dlock "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var s settings
-	var asJSON bool
-	fs.StringVar(&s.url, "url", os.Getenv("DLOCK_URL"), "the server: postgres://, mysql://, redis://, zk:// or etcd://")
-	fs.StringVar(&s.kind, "lock", "tablelock", "the lock of a SQL URL: tablelock or advisory")
-	fs.BoolVar(&asJSON, "json", false, "print JSON lines")
-	fs.DurationVar(&s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
-	interval := fs.Duration("interval", time.Second, "how often watch looks")
-	timeout := fs.Duration("timeout", 0, "how long run waits for the lock (0: as long as it takes)")
-	grace := fs.Duration("grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
-	idle := fs.Duration("idle", 24*time.Hour, "how long a free row stays before prune deletes it")
-	limit := fs.Int("limit", dlock.DefaultListLimit, "how many locks ls lists at most")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	out := printer{w: stdout, json: asJSON}
-	rest := fs.Args()
-	need := map[string]int{"inspect": 1, "watch": 1, "migrate": 1, "prune": 0}
-	if n, ok := need[sub]; ok && len(rest) != n || sub == "run" && len(rest) < 2 || sub == "ls" && len(rest) > 1 {
-		fmt.Fprintln(stderr, usage)
-		return exitUsage
-	}
-	if _, ok := need[sub]; !ok && sub != "run" && sub != "ls" {
-		fmt.Fprintf(stderr, "dlock: unknown subcommand %q\n%s\n", sub, usage)
-		return exitUsage
-	}
-	if sub == "run" && rest[1] == "--" {
-		rest = append(rest[:1], rest[2:]...)
-	}
-	if sub == "run" && len(rest) < 2 {
-		fmt.Fprintln(stderr, "dlock run: no command after NAME --")
-		return exitUsage
-	}
-	if len(rest) > 0 && sub != "migrate" && sub != "ls" {
-		if err := dlock.ValidateName(rest[0]); err != nil {
+	inv, err := parse(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) && err.Error() != "" {
 			fmt.Fprintln(stderr, "dlock:", err)
-			return exitUsage
 		}
+		return exitUsage
 	}
-	t, err := connect(s)
+	t, err := connect(inv.s)
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock:", err)
 		return exitUsage
 	}
 	defer t.shutdown()
-	switch sub {
+	out := printer{w: stdout, json: inv.json}
+	switch inv.sub {
 	case "ls":
-		err = list(ctx, t, strings.Join(rest, ""), *limit, out)
+		err = list(ctx, t, strings.Join(inv.rest, ""), inv.limit, out)
 	case "inspect":
-		err = inspect(ctx, t, rest[0], out)
+		err = inspect(ctx, t, inv.rest[0], out)
 	case "watch":
-		err = watch(ctx, t, rest[0], *interval, out)
+		err = watch(ctx, t, inv.rest[0], inv.interval, out)
 	case "migrate":
-		err = migrate(ctx, t, rest[0], out)
+		err = migrate(ctx, t, inv.rest[0], out)
 	case "prune":
-		err = prune(ctx, t, *idle, out)
+		err = prune(ctx, t, inv.idle, out)
 	case "run":
-		return run(ctx, t, runSpec{name: rest[0], argv: rest[1:], timeout: *timeout, grace: *grace}, stdout, stderr)
+		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace}, stdout, stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock:", err)
@@ -140,6 +103,70 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return 0
+}
+
+// invocation is a parsed command line.
+type invocation struct {
+	sub                            string
+	s                              settings
+	json                           bool
+	rest                           []string // the arguments after the flags
+	interval, timeout, grace, idle time.Duration
+	limit                          int
+}
+
+// subcommands are the arguments each subcommand takes after its flags:
+// at least min, at most max (-1: any number), the first a lock name when
+// named.
+var subcommands = map[string]struct {
+	min, max int
+	named    bool
+}{
+	"ls": {0, 1, false}, "inspect": {1, 1, true}, "watch": {1, 1, true},
+	"migrate": {1, 1, false}, "prune": {0, 0, false}, "run": {2, -1, true},
+}
+
+// parse reads args; the error is what to print (empty: the usage was).
+func parse(args []string, stderr io.Writer) (invocation, error) {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return invocation{}, errors.New("")
+	}
+	inv := invocation{sub: args[0]}
+	spec, ok := subcommands[inv.sub]
+	if !ok {
+		return inv, fmt.Errorf("unknown subcommand %q\n%s", inv.sub, usage)
+	}
+	fs := flag.NewFlagSet("dlock "+inv.sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&inv.s.url, "url", os.Getenv("DLOCK_URL"), "the server: postgres://, mysql://, redis://, zk:// or etcd://")
+	fs.StringVar(&inv.s.kind, "lock", "tablelock", "the lock of a SQL URL: tablelock or advisory")
+	fs.BoolVar(&inv.json, "json", false, "print JSON lines")
+	fs.DurationVar(&inv.s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
+	fs.DurationVar(&inv.interval, "interval", time.Second, "how often watch looks")
+	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes)")
+	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
+	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
+	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
+	if err := fs.Parse(args[1:]); err != nil {
+		return inv, errors.New("") // the flag package said why
+	}
+	inv.rest = fs.Args()
+	if inv.sub == "run" && len(inv.rest) > 1 && inv.rest[1] == "--" {
+		inv.rest = append(inv.rest[:1], inv.rest[2:]...)
+		if len(inv.rest) < 2 {
+			return inv, errors.New("run: no command after NAME --")
+		}
+	}
+	if n := len(inv.rest); n < spec.min || spec.max >= 0 && n > spec.max {
+		return inv, errors.New(usage)
+	}
+	if spec.named {
+		if err := dlock.ValidateName(inv.rest[0]); err != nil {
+			return inv, err
+		}
+	}
+	return inv, nil
 }
 
 // errUsage marks an error in what the user asked for.
