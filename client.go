@@ -263,6 +263,27 @@ func (c *Client) List(ctx context.Context, prefix string, limit int) ([]Held, er
 	return held, errjoin.OneLine(err)
 }
 
+// ForceRelease implements ForceReleaser when the backend does; otherwise
+// it returns errors.ErrUnsupported. Read ForceReleaser before using it.
+// The eviction is logged (Config.Logger, at warning level).
+func (c *Client) ForceRelease(ctx context.Context, name string) (Holder, bool, error) {
+	if err := c.validName(name); err != nil {
+		return Holder{}, false, err
+	}
+	fr, ok := c.backend.(ForceReleaser)
+	if !ok {
+		return Holder{}, false, fmt.Errorf("dlock: force release %q: %w", name, errors.ErrUnsupported)
+	}
+	if err := ctx.Err(); err != nil {
+		return Holder{}, false, fmt.Errorf("dlock: force release %q: %w", name, err)
+	}
+	h, ok, err := withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return fr.ForceRelease(ctx, name) })
+	if err == nil && ok {
+		c.cfg.Logger.Warn("dlock: lock taken from its holder (ForceRelease)", "name", name, "owner", h.Owner, "token", h.Token)
+	}
+	return h, ok, errjoin.OneLine(err)
+}
+
 // Inspect implements Inspector when the backend does; otherwise it returns
 // errors.ErrUnsupported. ctx governs the request.
 func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error) {

@@ -96,6 +96,20 @@ type Lister interface {
 	List(ctx context.Context, prefix string, limit int) ([]Held, error)
 }
 
+// ForceReleaser is implemented by backends that can take a lock away
+// from its holder: an operator's last resort for a holder that is stuck
+// but still renewing (`dlock release`). The evicted holder learns it at
+// its next renewal (its lease ends with ErrNotHeld), not before: a
+// successor may be granted while its Done is still open, so this breaks
+// the lease rule on purpose, and only the fencing token protects the
+// resource from the evicted holder's late writes (every later grant's
+// token is larger than its).
+type ForceReleaser interface {
+	// ForceRelease frees name whoever holds it, and reports the holder it
+	// evicted; ok is false when nobody held it. ctx governs the requests.
+	ForceRelease(ctx context.Context, name string) (evicted Holder, ok bool, err error)
+}
+
 // Held is a held lock as List reports it.
 type Held struct {
 	Name string

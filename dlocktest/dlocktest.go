@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SameLabel", s.sameLabel)
 	t.Run("Inspect", s.inspect)
 	t.Run("List", s.list)
+	t.Run("ForceRelease", s.forceRelease)
 	t.Run("DoneAndErr", s.doneAndErr)
 	t.Run("Do", s.do)
 	t.Run("SharedLocker", s.sharedLocker)
@@ -612,6 +613,60 @@ func (s suite) list(t *testing.T) {
 	check(2, names[:2]...)
 	mustUnlock(t, leases[names[1]])
 	check(0, names[0], names[2])
+}
+
+// forceRelease checks dlock.ForceReleaser, where the backend has it: a
+// free name evicts nobody; a held one is taken from its holder, whose
+// lease ends (at its next renewal) and whose Unlock says it was not held,
+// and a waiter gets it with a larger token.
+func (s suite) forceRelease(t *testing.T) {
+	type releaser interface {
+		ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error)
+	}
+	ctx := ctxT(t)
+	name := Name(t)
+	operator := s.h.New(t)
+	fr, ok := operator.(releaser)
+	if !ok {
+		t.Skipf("%T has no ForceRelease", operator)
+	}
+	_, ok, err := fr.ForceRelease(ctx, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("%T's backend cannot force a release: %v", operator, err)
+	}
+	if err != nil || ok {
+		t.Fatalf("ForceRelease of a free name: evicted=%v err=%v", ok, err)
+	}
+	held := mustLock(t, ctx, s.h.New(t, dlock.WithTTL(s.h.TTL)), name) // renewed every TTL/3
+	granted := make(chan dlock.Lease, 1)
+	waiter := s.h.New(t)
+	go func() {
+		l, err := waiter.Lock(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	evicted, ok, err := fr.ForceRelease(ctx, name)
+	if err != nil || !ok || evicted.Owner != held.Owner() || evicted.Token != held.Token() {
+		t.Fatalf("ForceRelease: %+v evicted=%v err=%v, want the holder %q (token %d)", evicted, ok, err, held.Owner(), held.Token())
+	}
+	next := <-granted
+	if next == nil {
+		return
+	}
+	defer mustUnlock(t, next)
+	if next.Token() <= held.Token() {
+		t.Errorf("the next holder's token %d is not above the evicted holder's %d", next.Token(), held.Token())
+	}
+	select {
+	case <-held.Done():
+	case <-time.After(s.h.TTL + Timeout/10):
+		t.Fatal("the evicted holder's lease is still open")
+	}
+	if err := held.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("Unlock of an evicted hold: %v, want ErrNotHeld", err)
+	}
 }
 
 func (s suite) doneAndErr(t *testing.T) {

@@ -335,6 +335,25 @@ func (b backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, 
 	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}, true, nil
 }
 
+// ForceRelease implements dlock.ForceReleaser: the holder's next renewal
+// finds its hold gone.
+func (b backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	if err := b.enter(ctx, ""); err != nil {
+		return dlock.Holder{}, false, err
+	}
+	s := b.s
+	defer s.mu.Unlock()
+	l := s.locks[name]
+	now := time.Now()
+	if free(l, now) {
+		return dlock.Holder{}, false, nil
+	}
+	h := dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}
+	l.owner, l.reentry, l.expires = "", 0, time.Time{}
+	s.wake(name)
+	return h, true, nil
+}
+
 // List implements dlock.Lister.
 func (b backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
 	if err := b.enter(ctx, ""); err != nil {

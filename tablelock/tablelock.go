@@ -296,6 +296,61 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	return held, rows.Close()
 }
 
+// ForceRelease implements dlock.ForceReleaser: the row is freed as a
+// release frees it, and the processes waiting for it are woken; the
+// holder's next renewal finds it gone.
+func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	d, err := b.get(ctx)
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	var h dlock.Holder
+	if _, ok := d.(*mysql); !ok {
+		err = b.db.QueryRowContext(ctx, pgForceRelease, name).Scan(&h.Owner, &h.Token)
+	} else {
+		err = myForceRelease(ctx, b.db, name, &h)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return dlock.Holder{}, false, nil
+	}
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	if _, ok := d.(*mysql); ok {
+		released(b.db, name) // this process's waiters; others poll
+	}
+	return h, true, nil
+}
+
+// pgForceRelease frees name's row whoever holds it, wakes every listening
+// process (see listener), and returns the holder it evicted.
+const pgForceRelease = `
+WITH old AS (
+	SELECT owner, token FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now() FOR UPDATE
+), freed AS (
+	UPDATE dlock_locks l SET owner = NULL, reentry = 0, expires_at = 'epoch' FROM old WHERE l.name = $1
+	RETURNING old.owner, old.token
+)
+SELECT owner, token FROM freed WHERE pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL`
+
+// myForceRelease is pgForceRelease on MySQL, in a transaction of two
+// statements.
+func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holder) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	err = tx.QueryRowContext(ctx, `SELECT owner, token FROM dlock_locks
+		WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, name).Scan(&h.Owner, &h.Token)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, reentry = 0, expires_at = '1970-01-01' WHERE name = ?`, name)
+	}
+	if err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
 // The statements of List.
 const (
 	pgList = `

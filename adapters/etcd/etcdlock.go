@@ -251,6 +251,27 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	return held, nil
 }
 
+// ForceRelease implements dlock.ForceReleaser: it deletes the holder's
+// key, if it is still the one read; the next waiter, which watches it, is
+// granted at once, and the holder's next renewal finds its key gone.
+func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	for {
+		resp, err := b.client.Get(ctx, b.prefix(name), clientv3.WithFirstCreate()...)
+		if err != nil || len(resp.Kvs) == 0 {
+			return dlock.Holder{}, false, err
+		}
+		kv := resp.Kvs[0]
+		del, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		if del.Succeeded {
+			return dlock.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}, true, nil
+		}
+	}
+}
+
 // Inspect reports the holder: the oldest key under the name's prefix.
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	resp, err := b.client.Get(ctx, b.prefix(name), clientv3.WithFirstCreate()...)

@@ -416,6 +416,33 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	return held, nil
 }
 
+// ForceRelease implements dlock.ForceReleaser: it deletes the lock's
+// hash if it still holds the holder read (the fence counter stays, so
+// the next grant's token is larger); waiters find it free at their next
+// attempt, and the holder's next renewal finds it gone.
+func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	for {
+		h, ok, err := inspectOn(ctx, b.client, name)
+		if err != nil || !ok {
+			return dlock.Holder{}, false, err
+		}
+		n, err := forceReleaseScript.Run(ctx, b.client, []string{keysFor(name).lock()}, h.Owner).Int()
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		if n == 1 {
+			return h, true, nil
+		}
+	}
+}
+
+// forceReleaseScript deletes KEYS[1], a lock's hash, if ARGV[1] holds it.
+var forceReleaseScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
 // globEscaper escapes the characters SCAN's MATCH pattern gives a meaning.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 

@@ -381,6 +381,46 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 
 // Inspect reports the owner and Czxid of a node that holds the lock: the
 // first in the queue, or for a read-write lock the first of this kind.
+// ForceRelease implements dlock.ForceReleaser: it deletes the holder's
+// node; the next waiter, which watches it, is granted, and the holder's
+// watchdog finds its node gone.
+func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	dir := b.dir(name)
+	for {
+		q, err := request(ctx, func() ([]string, error) { return b.queue(dir) })
+		if err != nil || len(q) == 0 {
+			return dlock.Holder{}, false, err
+		}
+		i := b.order.holder(q)
+		if i < 0 {
+			return dlock.Holder{}, false, nil
+		}
+		node := dir + "/" + q[i]
+		type got struct {
+			data []byte
+			st   *zk.Stat
+		}
+		g, err := request(ctx, func() (got, error) {
+			data, st, err := b.conn.Get(node)
+			return got{data, st}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		_, err = request(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(node, g.st.Version) })
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return dlock.Holder{}, false, err
+		}
+		return dlock.Holder{Owner: string(g.data), Token: uint64(g.st.Czxid)}, true, nil
+	}
+}
+
 // List implements dlock.Lister: the lock directories under the root
 // whose names start with prefix, each with its holder, in name order.
 func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -29,6 +31,7 @@ type locker interface {
 	dlock.Locker
 	dlock.Inspector
 	dlock.Lister
+	dlock.ForceReleaser
 	Close(ctx context.Context) error
 }
 
@@ -52,7 +55,7 @@ type settings struct {
 // connect opens s.url's server and a Locker on it. It does no I/O beyond
 // what the client's constructor does; the first command's request tells
 // whether the server answers.
-func connect(s settings) (*target, error) {
+func connect(s settings, stderr io.Writer) (*target, error) {
 	if s.url == "" {
 		return nil, errors.New("no server: give --url or set DLOCK_URL (postgres://, mysql://, redis://, zk://, etcd://)")
 	}
@@ -64,7 +67,9 @@ func connect(s settings) (*target, error) {
 	if !ok {
 		return nil, fmt.Errorf("bad --url %q: the scheme must be postgres, mysql, redis, zk or etcd", servers.Redact(s.url))
 	}
-	return open(u, s, []dlock.Option{dlock.WithTTL(s.ttl)})
+	// Lease losses, failed renewals and evictions go to stderr.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return open(u, s, []dlock.Option{dlock.WithTTL(s.ttl), dlock.WithLogger(log)})
 }
 
 // openers open a URL's server and Locker, by scheme. Closing a client is

@@ -4,6 +4,7 @@
 //	dlock ls [--limit 1000] [PREFIX]   the locks held under PREFIX, a line each
 //	dlock inspect NAME                 who holds NAME: owner, token, TTL left
 //	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
+//	dlock release [--yes] NAME         take NAME from its holder (asks first)
 //	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD ARGS...
 //	dlock migrate up|status            the SQL backends' schema (package migrations)
 //	dlock prune [--idle 24h]           delete idle lock rows (SQL backends)
@@ -21,6 +22,13 @@
 // SIGINT or SIGTERM to dlock is passed on to CMD. dlock exits with CMD's
 // status (128+N for a signal N), or 1 when the lease was lost and CMD
 // exited 0 all the same, and releases the lock when CMD has exited.
+//
+// dlock release takes a lock from a holder that is stuck but still
+// renewing (dlock.ForceReleaser): the next waiter is granted at once,
+// with a larger token, while the evicted holder learns it only at its
+// next renewal, so its late writes are safe only where the resource
+// checks the token. It asks for confirmation unless --yes, and logs the
+// eviction on stderr.
 package main
 
 import (
@@ -46,6 +54,7 @@ const usage = `usage:
   dlock ls [flags] [--limit 1000] [PREFIX]
   dlock inspect [flags] NAME
   dlock watch [flags] [--interval 1s] NAME
+  dlock release [flags] [--yes] NAME
   dlock run [flags] [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD [ARGS...]
   dlock migrate [flags] up|status
   dlock prune [flags] [--idle 24h]
@@ -74,7 +83,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	t, err := connect(inv.s)
+	t, err := connect(inv.s, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock:", err)
 		return exitUsage
@@ -86,6 +95,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = list(ctx, t, strings.Join(inv.rest, ""), inv.limit, out)
 	case "inspect":
 		err = inspect(ctx, t, inv.rest[0], out)
+	case "release":
+		err = release(ctx, t, inv.rest[0], inv.yes, out, stderr)
 	case "watch":
 		err = watch(ctx, t, inv.rest[0], inv.interval, out)
 	case "migrate":
@@ -113,6 +124,7 @@ type invocation struct {
 	rest                           []string // the arguments after the flags
 	interval, timeout, grace, idle time.Duration
 	limit                          int
+	yes                            bool
 }
 
 // subcommands are the arguments each subcommand takes after its flags:
@@ -122,7 +134,7 @@ var subcommands = map[string]struct {
 	min, max int
 	named    bool
 }{
-	"ls": {0, 1, false}, "inspect": {1, 1, true}, "watch": {1, 1, true},
+	"ls": {0, 1, false}, "inspect": {1, 1, true}, "watch": {1, 1, true}, "release": {1, 1, true},
 	"migrate": {1, 1, false}, "prune": {0, 0, false}, "run": {2, -1, true},
 }
 
@@ -148,6 +160,7 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
 	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
 	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
+	fs.BoolVar(&inv.yes, "yes", false, "release without asking")
 	if err := fs.Parse(args[1:]); err != nil {
 		return inv, errors.New("") // the flag package said why
 	}
@@ -228,6 +241,50 @@ func list(ctx context.Context, t *target, prefix string, limit int, out printer)
 		out.print(hd, hd.String())
 	}
 	return nil
+}
+
+// stdin is where release reads its confirmation.
+var stdin io.Reader = os.Stdin
+
+// release takes name from its holder, once the user confirms.
+func release(ctx context.Context, t *target, name string, yes bool, out printer, stderr io.Writer) error {
+	h, err := look(ctx, t, name)
+	if err != nil {
+		return err
+	}
+	if !h.Held {
+		out.print(h, h.String())
+		return nil
+	}
+	if !yes {
+		fmt.Fprintf(stderr, "take %s from %s (token %d)? Its holder learns it only at its next renewal. [y/N] ", name, h.Owner, h.Token)
+		var answer string
+		if _, err := fmt.Fscanln(stdin, &answer); err != nil || answer != "y" && answer != "yes" {
+			return fmt.Errorf("%w: not released", errUsage)
+		}
+	}
+	evicted, ok, err := t.locker.ForceRelease(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		h = holder{Name: name, At: time.Now().UTC().Format(time.RFC3339Nano)}
+		out.print(h, h.String())
+		return nil
+	}
+	r := released{Name: name, Owner: evicted.Owner, Token: evicted.Token, At: time.Now().UTC().Format(time.RFC3339Nano)}
+	r.Released = true
+	out.print(r, fmt.Sprintf("%s %s taken from %s (token %d)", r.At, name, r.Owner, r.Token))
+	return nil
+}
+
+// released is what release did.
+type released struct {
+	Name     string `json:"name"`
+	Released bool   `json:"released"`
+	Owner    string `json:"evicted_owner"`
+	Token    uint64 `json:"evicted_token"`
+	At       string `json:"at"`
 }
 
 func inspect(ctx context.Context, t *target, name string, out printer) error {

@@ -223,3 +223,52 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// release asks first, and takes the lock only on a yes: the holder's
+// lease ends and a waiter gets the lock with a larger token.
+func TestRelease(t *testing.T) {
+	for backend, u := range urls(t) {
+		t.Run(backend, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+			defer cancel()
+			name := dlocktest.Name(t)
+			tgt, err := connect(settings{url: u, kind: "tablelock", ttl: 3 * time.Second}, os.Stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.shutdown()
+			held, err := tgt.locker.Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin = strings.NewReader("n\n")
+			code, _, errOut := dlockCmd(ctx, "release", "--url", u, name)
+			if code != exitUsage || !strings.Contains(errOut, "not released") {
+				t.Fatalf("release answered no: %d %q", code, errOut)
+			}
+			select {
+			case <-held.Done():
+				t.Fatal("the lease ended though the release was declined")
+			default:
+			}
+			stdin = strings.NewReader("y\n")
+			code, out, errOut := dlockCmd(ctx, "release", "--url", u, "--json", name)
+			var r released
+			if code != 0 || json.Unmarshal([]byte(out), &r) != nil || !r.Released || r.Token != held.Token() || r.Owner != held.Owner() {
+				t.Fatalf("release answered yes: %d %q %q, want the holder (token %d) evicted", code, out, errOut, held.Token())
+			}
+			if !strings.Contains(errOut, "ForceRelease") {
+				t.Errorf("the eviction was not logged: %q", errOut)
+			}
+			select {
+			case <-held.Done():
+			case <-time.After(3 * time.Second):
+				t.Fatal("the evicted holder's lease is still open a TTL later")
+			}
+			code, out, _ = dlockCmd(ctx, "release", "--url", u, "--yes", name)
+			if code != 0 || !strings.Contains(out, "is free") {
+				t.Fatalf("release of a free name: %d %q", code, out)
+			}
+		})
+	}
+}
