@@ -297,8 +297,9 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 }
 
 // ForceRelease implements dlock.ForceReleaser: the row is freed as a
-// release frees it, and the processes waiting for it are woken; the
-// holder's next renewal finds it gone.
+// release frees it, its token advanced past the evicted holder's, and the
+// processes waiting for it are woken; the holder's next renewal finds it
+// gone.
 func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	d, err := b.get(ctx)
 	if err != nil {
@@ -328,7 +329,8 @@ const pgForceRelease = `
 WITH old AS (
 	SELECT owner, token FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now() FOR UPDATE
 ), freed AS (
-	UPDATE dlock_locks l SET owner = NULL, reentry = 0, expires_at = 'epoch' FROM old WHERE l.name = $1
+	UPDATE dlock_locks l SET owner = NULL, reentry = 0, expires_at = 'epoch', token = GREATEST(l.token + 1, ` + pgClock + `)
+	FROM old WHERE l.name = $1
 	RETURNING old.owner, old.token
 )
 SELECT owner, token FROM freed WHERE pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL`
@@ -343,7 +345,8 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 	err = tx.QueryRowContext(ctx, `SELECT owner, token FROM dlock_locks
 		WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, name).Scan(&h.Owner, &h.Token)
 	if err == nil {
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, reentry = 0, expires_at = '1970-01-01' WHERE name = ?`, name)
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, reentry = 0, expires_at = '1970-01-01',
+			token = GREATEST(token + 1, `+myClock+`) WHERE name = ?`, name)
 	}
 	if err != nil {
 		return errors.Join(err, tx.Rollback())
