@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"reflect"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -65,7 +66,7 @@ type telemetry struct {
 	waiters      metric.Int64UpDownCounter
 	holders      metric.Int64UpDownCounter
 	pending      metric.Int64UpDownCounter
-	backend      driver.Backend
+	backend      any // the driver.Backend, or the primitive (see Meter)
 	kind         string
 	names        func(string) string
 	// global says the spans go to OpenTelemetry's global provider, which
@@ -95,7 +96,7 @@ func (t *telemetry) start(ctx context.Context, name string, kind trace.SpanKind)
 	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 }
 
-func newTelemetry(cfg Config, b driver.Backend) *telemetry {
+func newTelemetry(cfg Config, b any) *telemetry {
 	mp, tp := cfg.MeterProvider, cfg.TracerProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -129,7 +130,7 @@ func newTelemetry(cfg Config, b driver.Backend) *telemetry {
 
 // backendKind is the last element of b's package path: tablelock, redis,
 // zk, etcd, memlock.
-func backendKind(b driver.Backend) string {
+func backendKind(b any) string {
 	t := reflect.TypeOf(b)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -169,6 +170,12 @@ func (t *telemetry) startCall(ctx context.Context, name string, wait bool) (cont
 	if wait {
 		kind = "Lock"
 	}
+	return t.startNamed(ctx, name, kind, wait)
+}
+
+// startNamed starts measuring a call of the given kind (Lock, TryLock,
+// Acquire, TryAcquire).
+func (t *telemetry) startNamed(ctx context.Context, name, kind string, wait bool) (context.Context, call) {
 	ctx, span := t.start(ctx, "dlock."+kind, trace.SpanKindClient)
 	c := call{t: t, name: name, kind: kind, start: time.Now(), span: span, wait: wait}
 	if span.IsRecording() {
@@ -185,6 +192,15 @@ func (t *telemetry) startCall(ctx context.Context, name string, wait bool) (cont
 
 // end records the call's outcome: l, or err.
 func (c call) end(ctx context.Context, l Lease, err error) {
+	var token uint64
+	if l != nil {
+		token = l.Token()
+	}
+	c.endToken(ctx, token, err)
+}
+
+// endToken is end for a grant with token (0: none).
+func (c call) endToken(ctx context.Context, token uint64, err error) {
 	t := c.t
 	outcome := outcomeOf(ctx, err)
 	if c.wait && t.waiters.Enabled(ctx) {
@@ -197,8 +213,8 @@ func (c call) end(ctx context.Context, l Lease, err error) {
 	}
 	if c.span.IsRecording() {
 		c.span.SetAttributes(attrOutcome.String(outcome))
-		if l != nil {
-			c.span.SetAttributes(attrToken.Int64(int64(l.Token())))
+		if token != 0 {
+			c.span.SetAttributes(attrToken.Int64(int64(token)))
 		}
 	}
 	if outcome == "error" {
@@ -229,40 +245,48 @@ type holdSpan struct {
 }
 
 // began records h's grant. c.mu is held.
-func (t *telemetry) began(h *hold) {
+func (t *telemetry) began(h *hold) { h.measured = t.holdStarts(h.Name, h.Token) }
+
+// holdStarts starts measuring a hold of name with token.
+func (t *telemetry) holdStarts(name string, token uint64) holdSpan {
 	ctx := context.Background()
 	if t.holders.Enabled(ctx) {
-		t.holders.Add(ctx, 1, t.attrs(h.Name))
+		t.holders.Add(ctx, 1, t.attrs(name))
 	}
 	_, span := t.start(ctx, "dlock.hold", trace.SpanKindInternal)
 	if span.IsRecording() {
-		span.SetAttributes(attrBackend.String(t.kind), attrToken.Int64(int64(h.Token)))
+		span.SetAttributes(attrBackend.String(t.kind), attrToken.Int64(int64(token)))
 		if t.names != nil {
-			span.SetAttributes(attrName.String(t.names(h.Name)))
+			span.SetAttributes(attrName.String(t.names(name)))
 		}
 	}
-	h.measured = holdSpan{start: time.Now(), span: span}
+	return holdSpan{start: time.Now(), span: span}
 }
 
 // ended records the end of h's hold: released, lost or closed. c.mu is
 // held; a hold is measured once.
 func (t *telemetry) ended(h *hold, end string) {
-	m := h.measured
+	t.holdEnds(h.Name, &h.measured, end)
+}
+
+// holdEnds records the end of the hold of name that m measures, once.
+func (t *telemetry) holdEnds(name string, m *holdSpan, end string) {
 	if m.span == nil {
 		return
 	}
-	h.measured = holdSpan{}
+	start, span := m.start, m.span
+	*m = holdSpan{}
 	ctx := context.Background()
 	if t.holders.Enabled(ctx) {
-		t.holders.Add(ctx, -1, t.attrs(h.Name))
+		t.holders.Add(ctx, -1, t.attrs(name))
 	}
 	if t.hold.Enabled(ctx) {
-		t.hold.Record(ctx, time.Since(m.start).Seconds(), t.attrs(h.Name, attrEnd.String(end)))
+		t.hold.Record(ctx, time.Since(start).Seconds(), t.attrs(name, attrEnd.String(end)))
 	}
-	if m.span.IsRecording() {
-		m.span.SetAttributes(attrEnd.String(end))
+	if span.IsRecording() {
+		span.SetAttributes(attrEnd.String(end))
 	}
-	m.span.End()
+	span.End()
 }
 
 // leaseLost counts a lease of name lost for cause.
@@ -288,6 +312,65 @@ func (t *telemetry) renewal(h *hold, run func(ctx context.Context) error) func(c
 		}
 		return err
 	}
+}
+
+// Meter measures a primitive whose holds are not a Client's (a backend
+// package's semaphore) with the metrics and spans of locks: its
+// Acquire and TryAcquire calls as dlock.lock.acquisitions and
+// dlock.lock.wait.duration (dlock.call Acquire, TryAcquire), its permits
+// as holds, their Release as a dlock.Release span. Backend packages make
+// one per primitive, from the primitive's Config.
+type Meter struct {
+	t    *telemetry
+	name string
+}
+
+// NewMeter returns the Meter of primitive (its package is dlock.backend)
+// of the given name, reporting where cfg says (WithMeterProvider,
+// WithTracerProvider, WithNameTemplate).
+func NewMeter(cfg Config, primitive any, name string) *Meter {
+	return &Meter{t: newTelemetry(cfg, primitive), name: name}
+}
+
+// Acquire measures one acquisition: acquire makes it (with the ctx it is
+// given, which carries the call's span) and returns the grant's token, 0
+// when it failed. The HoldMeter measures the hold it granted; nil when
+// it failed.
+func (m *Meter) Acquire(ctx context.Context, wait bool, acquire func(ctx context.Context) (uint64, error)) (*HoldMeter, error) {
+	kind := "TryAcquire"
+	if wait {
+		kind = "Acquire"
+	}
+	ctx, c := m.t.startNamed(ctx, m.name, kind, wait)
+	token, err := acquire(ctx)
+	c.endToken(ctx, token, err)
+	if err != nil {
+		return nil, err
+	}
+	return &HoldMeter{m: m, hold: m.t.holdStarts(m.name, token)}, nil
+}
+
+// HoldMeter measures one hold a Meter's Acquire granted.
+type HoldMeter struct {
+	m    *Meter
+	mu   sync.Mutex
+	hold holdSpan
+}
+
+// Release measures release, which gives the hold back; the hold ends
+// then, whatever release returns. A nil HoldMeter only runs release.
+func (h *HoldMeter) Release(ctx context.Context, release func(ctx context.Context) error) error {
+	if h == nil {
+		return release(ctx)
+	}
+	t := h.m.t
+	ctx, span := t.start(ctx, "dlock.Release", trace.SpanKindClient)
+	err := release(ctx)
+	endSpan(span, err)
+	h.mu.Lock()
+	t.holdEnds(h.m.name, &h.hold, "released")
+	h.mu.Unlock()
+	return err
 }
 
 // unlockSpan starts an Unlock's span.

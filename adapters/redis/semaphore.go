@@ -36,12 +36,15 @@ type Semaphore struct {
 	capacity int
 	lease    time.Duration
 	notifier *notifierRef
+	meter    *dlock.Meter
 }
 
 // NewSemaphore returns the semaphore name with capacity permits; every
 // process using name must give the same capacity. A permit lasts the TTL
-// (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed; any other
-// option is refused, since none applies. It does no I/O.
+// (dlock.WithTTL, default dlock.DefaultTTL) unless refreshed. Its
+// acquisitions and permits are measured as locks are (dlock.Meter:
+// dlock.WithMeterProvider, WithTracerProvider, WithNameTemplate); any
+// other option is refused, since none applies. It does no I/O.
 func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
@@ -59,17 +62,19 @@ func NewSemaphore(client redis.UniversalClient, name string, capacity int, opts 
 	if err := only(cfg, "NewSemaphore"); err != nil {
 		return nil, err
 	}
-	if err := cfg.Accepts("redislock: NewSemaphore", "WithTTL"); err != nil {
+	if err := cfg.Accepts("redislock: NewSemaphore", "WithTTL", "WithMeterProvider", "WithTracerProvider", "WithNameTemplate"); err != nil {
 		return nil, err
 	}
 	lease := cfg.TTL
 	k := keysFor(name)
-	return &Semaphore{
+	s := &Semaphore{
 		client: client, name: name, capacity: capacity, lease: lease,
 		keys:     [3]string{k.lock() + ":permits", k.lock() + ":permit-sizes", k.fence()},
 		channel:  k.lock() + ":permit-released",
 		notifier: notifierFor(client),
-	}, nil
+	}
+	s.meter = dlock.NewMeter(cfg, s, name)
+	return s, nil
 }
 
 // Permit is n permits held together until Release or their lease ends.
@@ -78,6 +83,7 @@ type Permit struct {
 	n     int
 	token uint64
 	s     *Semaphore
+	hold  *dlock.HoldMeter
 }
 
 var (
@@ -138,14 +144,18 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int) (dlock.Permit, error)
 		return nil, err
 	}
 	id := randomID()
-	token, _, err := s.try(ctx, n, id)
+	var token uint64
+	hold, err := s.meter.Acquire(ctx, false, func(ctx context.Context) (uint64, error) {
+		var err error
+		if token, _, err = s.try(ctx, n, id); err == nil && token == 0 {
+			err = fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name)
+		}
+		return token, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if token == 0 {
-		return nil, fmt.Errorf("%w: %d permits of %q are not free", dlock.ErrNotAcquired, n, s.name)
-	}
-	return &Permit{id: id, n: n, token: token, s: s}, nil
+	return &Permit{id: id, n: n, token: token, s: s, hold: hold}, nil
 }
 
 // Acquire takes n permits, waiting until they are free or ctx ends: woken
@@ -157,21 +167,28 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) (dlock.Permit, error) {
 	}
 	id := randomID()
 	var token uint64
-	err := waitFor(ctx, s.notifier, s.channel, func() (bool, time.Duration, error) {
-		var wait time.Duration
-		var err error
-		token, wait, err = s.try(ctx, n, id)
-		return token != 0, wait, err
+	hold, err := s.meter.Acquire(ctx, true, func(ctx context.Context) (uint64, error) {
+		err := waitFor(ctx, s.notifier, s.channel, func() (bool, time.Duration, error) {
+			var wait time.Duration
+			var err error
+			token, wait, err = s.try(ctx, n, id)
+			return token != 0, wait, err
+		})
+		return token, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{id: id, n: n, token: token, s: s}, nil
+	return &Permit{id: id, n: n, token: token, s: s, hold: hold}, nil
 }
 
 // Release gives the permits back and wakes waiters. It returns
 // ErrUnknownPermit if they were already released or had expired.
 func (p *Permit) Release(ctx context.Context) error {
+	return p.hold.Release(ctx, p.release)
+}
+
+func (p *Permit) release(ctx context.Context) error {
 	ok, err := semReleaseScript.Run(ctx, p.s.client, p.s.keys[:], p.id, p.s.channel, p.s.notifier.publishCommand()).Int64()
 	if err != nil {
 		return err

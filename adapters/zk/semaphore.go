@@ -37,13 +37,15 @@ type Semaphore struct {
 	mutex, leases *backend
 	name          string
 	capacity      int
+	meter         *dlock.Meter
 }
 
 // NewSemaphore returns the semaphore name with capacity permits under
 // root; every process using name must give the same capacity. It does no
-// I/O; conn stays the caller's. Of the options, only WithACL applies (permits
-// last as long as their session, so a TTL does not); any other is
-// refused.
+// I/O; conn stays the caller's. Of the options, WithACL applies, and
+// dlock.WithMeterProvider, WithTracerProvider and WithNameTemplate, for
+// its measurements (dlock.Meter); permits last as long as their session,
+// so a TTL does not apply, and any other option is refused.
 func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.Option) (*Semaphore, error) {
 	if conn == nil {
 		return nil, errors.New("zklock: nil *zk.Conn")
@@ -61,7 +63,7 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Accepts("zklock: NewSemaphore", aclKey{}); err != nil {
+	if err := cfg.Accepts("zklock: NewSemaphore", aclKey{}, "WithMeterProvider", "WithTracerProvider", "WithNameTemplate"); err != nil {
 		return nil, err
 	}
 	acl, err := aclOf(cfg)
@@ -75,6 +77,7 @@ func NewSemaphore(conn *zk.Conn, root, name string, capacity int, opts ...dlock.
 		capacity: capacity,
 	}
 	s.mutex.acl, s.leases.acl = acl, acl
+	s.meter = dlock.NewMeter(cfg, s, name)
 	return s, nil
 }
 
@@ -86,6 +89,7 @@ type Permit struct {
 	token uint64
 	s     *Semaphore
 	hold  holdNode
+	meter *dlock.HoldMeter
 }
 
 var (
@@ -128,11 +132,23 @@ func (s *Semaphore) acquire(ctx context.Context, n int, wait bool) (dlock.Permit
 	if err := s.check(n); err != nil {
 		return nil, err
 	}
-	p, err := s.take(ctx, n, wait)
-	if err != nil && ctx.Err() != nil && !errors.Is(err, dlock.ErrNotAcquired) {
-		err = errjoin.Join(dlock.ErrNotAcquired, ctx.Err(), err)
+	var p *Permit
+	hold, err := s.meter.Acquire(ctx, wait, func(ctx context.Context) (uint64, error) {
+		taken, err := s.take(ctx, n, wait)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, dlock.ErrNotAcquired) {
+			err = errjoin.Join(dlock.ErrNotAcquired, ctx.Err(), err)
+		}
+		if err != nil {
+			return 0, err
+		}
+		p = taken.(*Permit)
+		return p.token, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return p, err
+	p.meter = hold
+	return p, nil
 }
 
 // take takes n permits: under the semaphore's mutex (Curator's
@@ -240,6 +256,10 @@ func used(children []string) int {
 // queue. It returns ErrUnknownPermit if they were already released or went
 // with their session.
 func (p *Permit) Release(ctx context.Context) error {
+	return p.meter.Release(ctx, p.release)
+}
+
+func (p *Permit) release(ctx context.Context) error {
 	if err := p.s.leases.Release(ctx, driver.Hold{Handle: p.hold}); err != nil {
 		if errors.Is(err, dlock.ErrNotHeld) {
 			return fmt.Errorf("%w: %s", ErrUnknownPermit, p.id)
