@@ -53,6 +53,9 @@ const endWithin = dlock.CancelMargin * 3 / 4
 type Locker struct {
 	*dlock.Client
 	b *backend
+	// adapter is the *sql.DB NewPool made over the caller's pool, which
+	// Close closes; nil for New's.
+	adapter *sql.DB
 }
 
 var (
@@ -79,12 +82,35 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	return &Locker{Client: c, b: b}, nil
 }
 
+// NewPool is New for an application that uses pgx without
+// database/sql: the Locker reaches pool through pgx's database/sql
+// adapter (stdlib.OpenDBFromPool), which borrows pool's connections and
+// keeps none idle of its own, so the pool's MaxConns bounds both the
+// application and the Locker. Close closes the adapter, never pool. It
+// does no I/O.
+func NewPool(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
+	if pool == nil {
+		return nil, errors.New("advisory: nil *pgxpool.Pool")
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	l, err := New(db, opts...)
+	if err != nil {
+		_ = db.Close() // it opened nothing yet
+		return nil, err
+	}
+	l.adapter = db
+	return l, nil
+}
+
 // Close ends every lease and waiting Lock of l and releases its locks, as
 // dlock.Client's Close does, and then returns the sessions it kept for
 // its next holds to db's pool.
 func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
 	l.b.dropSpares()
+	if l.adapter != nil {
+		err = errors.Join(err, l.adapter.Close())
+	}
 	return err
 }
 

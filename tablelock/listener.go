@@ -394,7 +394,13 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 				return unlisten(pc.PgConn())
 			}
 			if err != nil {
-				return errjoin.Join(err, sqldriver.ErrBadConn)
+				// Closed here, not only marked bad: a connection of a
+				// pgx pool (stdlib.OpenDBFromPool) would otherwise go
+				// back to the pool still listening, and its live pid
+				// would keep the process at the head of queues.
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				return errjoin.Join(err, pc.Close(cctx), sqldriver.ErrBadConn)
 			}
 			l.deliver(ctx, gen.pid, n.Payload)
 		}
@@ -416,7 +422,7 @@ func unlisten(pc *pgconn.PgConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), unlistenTimeout)
 	defer cancel()
 	if _, err := pc.Exec(ctx, "UNLISTEN *").ReadAll(); err != nil {
-		return errjoin.Join(err, sqldriver.ErrBadConn)
+		return errjoin.Join(err, pc.Close(ctx), sqldriver.ErrBadConn)
 	}
 	return nil
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/sqldialect"
@@ -33,6 +36,9 @@ var MySQLColumns = []string{"name", "owner", "reentry", "token", "acquired_at", 
 type Locker struct {
 	*dlock.Client
 	b *backend
+	// adapter is the *sql.DB NewPool made over the caller's pool, which
+	// Close closes; nil for New's.
+	adapter *sql.DB
 }
 
 var (
@@ -68,6 +74,26 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	return &Locker{Client: c, b: b}, nil
 }
 
+// NewPool is New for an application that uses pgx without
+// database/sql: the Locker reaches pool through pgx's database/sql
+// adapter (stdlib.OpenDBFromPool), which borrows pool's connections and
+// keeps none idle of its own, so the pool's MaxConns bounds both the
+// application and the Locker. Close closes the adapter, never pool. It
+// does no I/O.
+func NewPool(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
+	if pool == nil {
+		return nil, errors.New("tablelock: nil *pgxpool.Pool")
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	l, err := New(db, opts...)
+	if err != nil {
+		_ = db.Close() // it opened nothing yet
+		return nil, err
+	}
+	l.adapter = db
+	return l, nil
+}
+
 // Close ends every lease of l and releases their locks (see
 // dlock.Client.Close); the last Locker of a *sql.DB to close also closes
 // the listener connection. Close twice is a no-op.
@@ -75,6 +101,9 @@ func (l *Locker) Close(ctx context.Context) error {
 	err := l.Client.Close(ctx)
 	l.b.close()
 	l.b.pruner.close()
+	if l.adapter != nil {
+		err = errors.Join(err, l.adapter.Close())
+	}
 	return err
 }
 
