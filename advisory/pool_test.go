@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/advisory"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
-	"github.com/dlockhq/dlock/advisory"
 )
 
 // newPool is a pgx pool on the migrated test database; t.Cleanup closes it.
