@@ -379,45 +379,23 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	return err
 }
 
-// Inspect reports the owner and Czxid of a node that holds the lock: the
-// first in the queue, or for a read-write lock the first of this kind.
 // ForceRelease implements dlock.ForceReleaser: it deletes the holder's
 // node; the next waiter, which watches it, is granted, and the holder's
 // watchdog finds its node gone.
 func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
-	dir := b.dir(name)
 	for {
-		q, err := request(ctx, func() ([]string, error) { return b.queue(dir) })
-		if err != nil || len(q) == 0 {
+		n, ok, err := b.holderNode(ctx, name)
+		if err != nil || !ok {
 			return dlock.Holder{}, false, err
 		}
-		i := b.order.holder(q)
-		if i < 0 {
-			return dlock.Holder{}, false, nil
-		}
-		node := dir + "/" + q[i]
-		type got struct {
-			data []byte
-			st   *zk.Stat
-		}
-		g, err := request(ctx, func() (got, error) {
-			data, st, err := b.conn.Get(node)
-			return got{data, st}, err
-		})
+		_, err = request(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(n.path, n.st.Version) })
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
 		if err != nil {
 			return dlock.Holder{}, false, err
 		}
-		_, err = request(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(node, g.st.Version) })
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return dlock.Holder{}, false, err
-		}
-		return dlock.Holder{Owner: string(g.data), Token: uint64(g.st.Czxid)}, true, nil
+		return n.holder(), true, nil
 	}
 }
 
@@ -462,34 +440,49 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	return held, nil
 }
 
+// Inspect reports the owner and Czxid of a node that holds the lock: the
+// first in the queue, or for a read-write lock the first of this kind.
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	n, ok, err := b.holderNode(ctx, name)
+	if err != nil || !ok {
+		return dlock.Holder{}, false, err
+	}
+	return n.holder(), true, nil
+}
+
+// lockNode is a lock node as read: its path, data (the owner) and stat.
+type lockNode struct {
+	path string
+	data []byte
+	st   *zk.Stat
+}
+
+func (n lockNode) holder() dlock.Holder {
+	return dlock.Holder{Owner: string(n.data), Token: uint64(n.st.Czxid)}
+}
+
+// holderNode reads the node that holds name's lock; ok is false when none
+// does.
+func (b *backend) holderNode(ctx context.Context, name string) (lockNode, bool, error) {
 	dir := b.dir(name)
 	for {
 		q, err := request(ctx, func() ([]string, error) { return b.queue(dir) })
 		if err != nil || len(q) == 0 {
-			return dlock.Holder{}, false, err
+			return lockNode{}, false, err
 		}
 		i := b.order.holder(q)
 		if i < 0 {
-			return dlock.Holder{}, false, nil
+			return lockNode{}, false, nil
 		}
-		first := q[i]
-		type node struct {
-			data []byte
-			st   *zk.Stat
-		}
-		got, err := request(ctx, func() (node, error) {
-			data, st, err := b.conn.Get(dir + "/" + first)
-			return node{data, st}, err
+		n := lockNode{path: dir + "/" + q[i]}
+		n, err = request(ctx, func() (lockNode, error) {
+			data, st, err := b.conn.Get(n.path)
+			return lockNode{n.path, data, st}, err
 		})
-		data, st := got.data, got.st
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
-		if err != nil {
-			return dlock.Holder{}, false, err
-		}
-		return dlock.Holder{Owner: string(data), Token: uint64(st.Czxid)}, true, nil
+		return n, err == nil, err
 	}
 }
 
