@@ -1,6 +1,6 @@
 // Package dlock is a family of distributed locks for Go applications that
-// already run on PostgreSQL or MySQL/MariaDB, with ZooKeeper and Redis
-// backends behind the same interface.
+// already run on PostgreSQL or MySQL/MariaDB, with ZooKeeper, Redis and
+// etcd backends behind the same interface.
 //
 // Every backend implements [Locker]. Build one Locker at start-up and
 // share it: the goroutines that use it exclude each other. Each Lock is a
@@ -30,4 +30,13 @@
 // Err says why. A protected resource that must never accept a write from a
 // holder that has lost its lease checks the lease's fencing [Lease.Token]:
 // tokens strictly increase across holders.
+//
+// Operating it. Every Client reports OpenTelemetry metrics and spans
+// (wait and hold durations, acquisitions by outcome, leases lost by
+// cause, renewals, waiters and holders; see [WithMeterProvider]), to the
+// global providers unless given others, and without lock names unless
+// [WithNameTemplate] maps them to a few values. [Client.List] lists the
+// locks held under a prefix and [Client.ForceRelease] takes one from a
+// stuck holder, where the backend can ([Lister], [ForceReleaser]); the
+// dlock command (cmd/dlock) does both, and runs a command under a lock.
 package dlock
