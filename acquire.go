@@ -259,11 +259,12 @@ func (c *Client) abandon(h *hold, gaveUp bool, within time.Duration) {
 
 // grant makes h held after a successful acquire sent at sent.
 func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
+	measured := c.tel.holdStarts(h.Name, g.Token) // outside c.mu (see measuredEnd)
 	c.mu.Lock()
 	h.Token = g.Token
 	h.Handle = g.Handle
 	h.state = held
-	c.tel.began(h)
+	h.measured = measured
 	term := termOf(h, g)
 	h.deadline = sent.Add(term - drift(term))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -274,10 +275,11 @@ func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
 		// Close ran while this acquire was in flight.
 		l.end(ErrClosed)
 		h.state = ending
-		c.tel.ended(h, "closed")
+		m := measuredEnd(h)
 		h.cancel()
 		close(h.watched)
 		c.mu.Unlock()
+		c.tel.holdEnds(h.Name, &m, "closed")
 		c.releaseLater(h, nil)
 		return nil, ErrClosed
 	}

@@ -580,7 +580,10 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.closed = true
 	c.closeAll()
-	var ended []*hold
+	var (
+		ended    []*hold
+		measured []holdSpan
+	)
 	for _, h := range c.holds {
 		if h.state != held {
 			continue
@@ -589,11 +592,14 @@ func (c *Client) Close(ctx context.Context) error {
 			l.end(ErrClosed)
 		}
 		h.state = ending
-		c.tel.ended(h, "closed")
+		measured = append(measured, measuredEnd(h))
 		h.cancel()
 		ended = append(ended, h)
 	}
 	c.mu.Unlock()
+	for i, h := range ended {
+		c.tel.holdEnds(h.Name, &measured[i], "closed")
+	}
 
 	errs := make([]error, len(ended))
 	var wg sync.WaitGroup

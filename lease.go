@@ -106,7 +106,7 @@ func (l *lease) unlock(ctx context.Context) error {
 		return nil
 	}
 	h.state = ending
-	c.tel.ended(h, "released")
+	measured := measuredEnd(h)
 	h.cancel()
 	// Most holds end before their watchdog started, and with nobody of
 	// c waiting for the name: then the release is all there is to do.
@@ -117,6 +117,7 @@ func (l *lease) unlock(ctx context.Context) error {
 	default:
 	}
 	c.mu.Unlock()
+	c.tel.holdEnds(h.Name, &measured, "released")
 
 	var result <-chan error
 	switch {

@@ -244,9 +244,6 @@ type holdSpan struct {
 	span  trace.Span
 }
 
-// began records h's grant. c.mu is held.
-func (t *telemetry) began(h *hold) { h.measured = t.holdStarts(h.Name, h.Token) }
-
 // holdStarts starts measuring a hold of name with token.
 func (t *telemetry) holdStarts(name string, token uint64) holdSpan {
 	ctx := context.Background()
@@ -263,10 +260,14 @@ func (t *telemetry) holdStarts(name string, token uint64) holdSpan {
 	return holdSpan{start: time.Now(), span: span}
 }
 
-// ended records the end of h's hold: released, lost or closed. c.mu is
-// held; a hold is measured once.
-func (t *telemetry) ended(h *hold, end string) {
-	t.holdEnds(h.Name, &h.measured, end)
+// measuredEnd takes h's measurement out, under c.mu, for holdEnds to
+// record once c.mu is let go: an exporter (a synchronous span processor)
+// must never hold up the Client's lock, which a watchdog takes to close
+// another hold's Done.
+func measuredEnd(h *hold) holdSpan {
+	m := h.measured
+	h.measured = holdSpan{}
+	return m
 }
 
 // holdEnds records the end of the hold of name that m measures, once.

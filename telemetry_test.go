@@ -270,3 +270,57 @@ func BenchmarkTelemetry(b *testing.B) {
 		run(b, dlock.WithMeterProvider(mp), dlock.WithTracerProvider(tp))
 	})
 }
+
+// stallingProcessor holds up the export of every span of a released
+// hold until release closes: a synchronous exporter stuck on a slow
+// collector.
+type stallingProcessor struct {
+	sdktrace.SpanProcessor
+	release chan struct{}
+}
+
+func (p stallingProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == "dlock.end" && kv.Value.AsString() == "released" {
+			<-p.release
+		}
+	}
+}
+
+// A stuck span exporter never holds up the lease rule: while one hold's
+// span waits to be exported, another hold of the same Locker whose
+// renewals fail still loses its lease at its deadline.
+func TestStuckExporterDoesNotDelayLeaseLoss(t *testing.T) {
+	stall := stallingProcessor{SpanProcessor: tracetest.NewSpanRecorder(), release: make(chan struct{})}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(stall))
+	released := false
+	defer func() {
+		if !released {
+			close(stall.release)
+		}
+	}()
+	server := memlock.NewServer()
+	l, err := memlock.NewLocker(server, dlock.WithTracerProvider(tp), dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	server.FailRenewals("failing", 100, nil)
+	failing, err := l.Lock(ctx, "failing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := l.Lock(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = other.Unlock(ctx) }() // its span's export stalls
+	select {
+	case <-failing.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a lease whose renewals failed was still open 2 s after its 300 ms deadline, behind a stuck span export")
+	}
+	close(stall.release)
+	released = true
+	_ = l.Close(ctx)
+}

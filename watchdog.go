@@ -189,9 +189,10 @@ func (c *Client) lose(h *hold, cause error, why string, settle func()) {
 		l.end(err)
 	}
 	h.state = ending
-	c.tel.ended(h, "lost")
+	measured := measuredEnd(h)
 	h.cancel()
 	c.mu.Unlock()
+	c.tel.holdEnds(h.Name, &measured, "lost")
 	c.tel.leaseLost(h.Name, why)
 	c.cfg.Logger.Warn("dlock: lease lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", cause)
 	settle()
