@@ -23,6 +23,7 @@ import (
 	zklock "github.com/dlockhq/dlock/adapters/zk"
 	"github.com/dlockhq/dlock/advisory"
 	"github.com/dlockhq/dlock/internal/servers"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/tablelock"
 )
 
@@ -39,9 +40,9 @@ type locker interface {
 type target struct {
 	locker locker
 	// db is the database of a postgres:// or mysql:// URL, nil for the
-	// others; dialect is "postgres" or "mysql".
+	// others, and dialect its dialect.
 	db      *sql.DB
-	dialect string
+	dialect sqldialect.Dialect
 	close   func()
 }
 
@@ -89,7 +90,7 @@ func openPostgres(_ *url.URL, s settings, opts []dlock.Option) (*target, error) 
 	if err != nil {
 		return nil, err
 	}
-	return sqlTarget(db, "postgres", s.kind, opts)
+	return sqlTarget(db, sqldialect.Postgres, s.kind, opts)
 }
 
 func openMySQL(u *url.URL, s settings, opts []dlock.Option) (*target, error) {
@@ -101,7 +102,7 @@ func openMySQL(u *url.URL, s settings, opts []dlock.Option) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sqlTarget(db, "mysql", s.kind, opts)
+	return sqlTarget(db, sqldialect.MySQL, s.kind, opts)
 }
 
 func openRedis(_ *url.URL, s settings, opts []dlock.Option) (*target, error) {
@@ -145,7 +146,7 @@ func openEtcd(u *url.URL, _ settings, opts []dlock.Option) (*target, error) {
 	return &target{locker: l, close: func() { _ = c.Close() }}, nil
 }
 
-func sqlTarget(db *sql.DB, dialect, kind string, opts []dlock.Option) (*target, error) {
+func sqlTarget(db *sql.DB, dialect sqldialect.Dialect, kind string, opts []dlock.Option) (*target, error) {
 	var (
 		l   locker
 		err error

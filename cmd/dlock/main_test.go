@@ -19,6 +19,7 @@ import (
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/internal/testenv/etcdenv"
+	"github.com/dlockhq/dlock/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -184,6 +185,10 @@ func TestMigrateAndPrune(t *testing.T) {
 	code, out, _ := dlockCmd(ctx, "migrate", "--url", u, "status")
 	if code != 0 || !strings.Contains(out, "version 0 of") {
 		t.Fatalf("migrate status on a fresh database: %d %q", code, out)
+	}
+	var table *string
+	if err := testenv.Open(t, "pgx", u).QueryRowContext(ctx, "SELECT to_regclass($1)::text", migrations.TableName).Scan(&table); err != nil || table != nil {
+		t.Fatalf("migrate status wrote the version table %v (%v): status must not write", table, err)
 	}
 	code, out, errOut := dlockCmd(ctx, "migrate", "--url", u, "--json", "up")
 	var s schema

@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlockhq/dlock/advisory"
+	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/sqlmigrate"
 	"github.com/dlockhq/dlock/migrations"
 	"github.com/dlockhq/dlock/tablelock"
 )
@@ -58,31 +57,20 @@ func migrate(ctx context.Context, t *target, op string, out printer) error {
 	return nil
 }
 
-// schemaOf reads the version dlock's migrations left on t's database.
+// schemaOf reads the version dlock's migrations left on t's database,
+// without writing: golang-migrate's own reader would create the version
+// table on a database that has none.
 func schemaOf(ctx context.Context, t *target) (schema, error) {
-	files, err := fs.Glob(migrations.FS, t.dialect+"/*.up.sql")
+	latest, err := sqlmigrate.Latest(migrations.FS, t.dialect)
 	if err != nil {
 		return schema{}, err
 	}
-	var s schema
-	for _, f := range files {
-		base := strings.TrimPrefix(f, t.dialect+"/")
-		if v, err := strconv.Atoi(base[:strings.IndexByte(base, '_')]); err == nil {
-			s.Latest = max(s.Latest, v)
-		}
-	}
+	s := schema{Latest: int(latest)}
 	err = t.db.QueryRowContext(ctx, "SELECT version, dirty FROM "+migrations.TableName).Scan(&s.Version, &s.Dirty)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) && !missingTable(err) {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) && !sqldialect.MissingSchema(err) { // none: no migration has run
 		return schema{}, err
 	}
 	return s, nil
-}
-
-// missingTable reports whether err says the version table does not exist
-// (no migration has run).
-func missingTable(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "does not exist") || strings.Contains(msg, "doesn't exist")
 }
 
 // pruned is what prune did.

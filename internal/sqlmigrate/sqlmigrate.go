@@ -57,22 +57,40 @@ func lastVersion(src source.Driver) (uint, error) {
 	}
 }
 
+// Latest is the version of the last migration in fsys/<dialect>.
+func Latest(fsys fs.FS, dialect sqldialect.Dialect) (uint, error) {
+	src, last, err := sourceOf(fsys, dialect)
+	if err != nil {
+		return 0, err
+	}
+	return last, src.Close()
+}
+
+// sourceOf is the migrations of fsys/<dialect> and its last version.
+func sourceOf(fsys fs.FS, dialect sqldialect.Dialect) (source.Driver, uint, error) {
+	dir, err := fs.Sub(fsys, dialect.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	src, err := iofs.New(dir, ".")
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrations for %s: %w", dialect, err)
+	}
+	last, err := lastVersion(src)
+	if err != nil {
+		return nil, 0, errors.Join(fmt.Errorf("migrations for %s: %w", dialect, err), src.Close())
+	}
+	return src, last, nil
+}
+
 func run(ctx context.Context, db *sql.DB, fsys fs.FS, table string, step func(m *migrate.Migrate, last uint) error) (err error) {
 	dialect, err := sqldialect.Of(ctx, db)
 	if err != nil {
 		return err
 	}
-	dir, err := fs.Sub(fsys, dialect.String())
+	src, last, err := sourceOf(fsys, dialect)
 	if err != nil {
 		return err
-	}
-	src, err := iofs.New(dir, ".")
-	if err != nil {
-		return fmt.Errorf("migrations for %s: %w", dialect, err)
-	}
-	last, err := lastVersion(src)
-	if err != nil {
-		return fmt.Errorf("migrations for %s: %w", dialect, err)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
