@@ -417,16 +417,22 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 }
 
 // ForceRelease implements dlock.ForceReleaser: it deletes the lock's
-// hash if it still holds the holder read (the fence counter stays, so
-// the next grant's token is larger); waiters find it free at their next
-// attempt, and the holder's next renewal finds it gone.
+// hash if it still holds the holder read, and wakes the next waiter
+// (scripts/force_release.lua); the holder's next renewal finds the lock
+// gone.
 func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, bool, error) {
+	c, err := b.master(ctx, name)
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	k := keysFor(name)
 	for {
-		h, ok, err := inspectOn(ctx, b.client, name)
+		h, ok, err := inspectOn(ctx, c, name)
 		if err != nil || !ok {
 			return dlock.Holder{}, false, err
 		}
-		n, err := forceReleaseScript.Run(ctx, b.client, []string{keysFor(name).lock()}, h.Owner).Int()
+		n, err := forceReleaseScript.Run(ctx, c, []string{k.lock(), k.lockWaiters()}, h.Owner, k.channel(),
+			b.notifier.publishCommand(), ms(keepFor)).Int()
 		if err != nil {
 			return dlock.Holder{}, false, err
 		}
@@ -435,13 +441,6 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 		}
 	}
 }
-
-// forceReleaseScript deletes KEYS[1], a lock's hash, if ARGV[1] holds it.
-var forceReleaseScript = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
 
 // globEscaper escapes the characters SCAN's MATCH pattern gives a meaning.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)

@@ -48,11 +48,15 @@ var (
 	latchCountDownSrc string
 	//go:embed scripts/rwlock.lua
 	rwlockSrc string
+	//go:embed scripts/force_release.lua
+	forceReleaseSrc string
 
 	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
 	releaseScript = redis.NewScript(dropHoldSrc + lockWaitersSrc + releaseSrc)
 	leaveScript   = redis.NewScript(lockWaitersSrc + leaveSrc)
+	// forceReleaseScript wakes a waiter as releaseScript does.
+	forceReleaseScript = redis.NewScript(lockWaitersSrc + forceReleaseSrc)
 	// transferScript has next_token, but not restart_wait: the lock it
 	// hands on is held, so the server has not lost it.
 	transferScript = redis.NewScript(tokenSrc + transferSrc)
