@@ -89,13 +89,8 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 // application and the Locker. Close closes the adapter, never pool. It
 // does no I/O.
 func NewPool(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
-	if pool == nil {
-		return nil, errors.New("advisory: nil *pgxpool.Pool")
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	l, err := New(db, opts...)
+	l, db, err := sqldialect.OverPool(pool, "advisory", func(db *sql.DB) (*Locker, error) { return New(db, opts...) })
 	if err != nil {
-		_ = db.Close() // it opened nothing yet
 		return nil, err
 	}
 	l.adapter = db

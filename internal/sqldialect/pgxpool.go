@@ -2,9 +2,11 @@ package sqldialect
 
 import (
 	"database/sql"
+	"fmt"
 	"reflect"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // PgxPool returns the *pgxpool.Pool behind db when db was opened with
@@ -32,4 +34,22 @@ func PgxPool(db *sql.DB) *pgxpool.Pool {
 		return nil
 	}
 	return (*pgxpool.Pool)(p.UnsafePointer())
+}
+
+// OverPool builds a Locker with newLocker on pgx's database/sql adapter
+// over pool (stdlib.OpenDBFromPool): the NewPool of packages tablelock
+// and advisory (pkg, for the message). It returns the adapter, which the
+// Locker's Close closes; pool stays the caller's.
+func OverPool[L any](pool *pgxpool.Pool, pkg string, newLocker func(*sql.DB) (L, error)) (L, *sql.DB, error) {
+	var none L
+	if pool == nil {
+		return none, nil, fmt.Errorf("%s: nil *pgxpool.Pool", pkg)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	l, err := newLocker(db)
+	if err != nil {
+		_ = db.Close() // it opened nothing yet
+		return none, nil, err
+	}
+	return l, db, nil
 }
