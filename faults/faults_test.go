@@ -900,42 +900,61 @@ func logQueue(t *testing.T, e *testenv.ZKEnsemble, name string) {
 // 3-node ensemble, restarting each and waiting until it serves again (a
 // member answers on its port before it has rejoined the quorum), then
 // kills both for longer than two TTLs, so the quorum is lost and sessions
-// expire, and restarts them without waiting. Sessions that survive keep
+// expire, and restarts them. Sessions that survive keep
 // their locks; those that expire tell their holders first.
 func TestZKEnsembleRestart(t *testing.T) {
 	e := testenv.StartZKEnsemble(t)
 	defer e.Restart(t)
 	r := newRun(t, "zk", 3, servers.ZKEnv+"="+strings.Join(e.Addrs, ","), envTTL+"="+zkTTL.String())
 	r.diagnose = func() { logQueue(t, e, r.name) }
-	for range rounds() {
-		for _, who := range []string{"follower", "leader"} {
-			leader := e.Leader()
-			if leader < 0 {
-				t.Fatal("no leader")
-			}
-			victim := leader
-			if who == "follower" {
-				victim = (leader + 1) % 3
-			}
-			r.untilBegun(r.live[0].client)
-			e.Kill(t, victim)
-			r.recordFor(3 * time.Second)
-			e.Restart(t)
-			r.recordUntil(e.Serving)
-		}
-		// Quorum loss: two of three members gone past two TTLs.
-		leader := e.Leader()
-		if leader < 0 {
+	killMembers(t, r, members{
+		leader:  e.Leader,
+		kill:    func(i int) { e.Kill(t, i) },
+		restart: func() { e.Restart(t) },
+		serving: e.Serving,
+	}, zkTTL)
+}
+
+// members is a 3-member ensemble or cluster, as killMembers drives it.
+type members struct {
+	leader  func() int // the leading member's index, or -1
+	kill    func(i int)
+	restart func() // starts every stopped member
+	serving func() bool
+}
+
+// killMembers is the rounds of the ensemble and cluster rows: a follower
+// killed, then the leader, each restarted and waited for until it serves;
+// then two of three killed for two TTLs (the quorum lost) and restarted.
+func killMembers(t *testing.T, r *run, m members, ttl time.Duration) {
+	t.Helper()
+	leader := func() int {
+		i := m.leader()
+		if i < 0 {
 			t.Fatal("no leader")
 		}
-		r.untilBegun(r.live[0].client)
-		e.Kill(t, leader)
-		e.Kill(t, (leader+1)%3)
-		r.recordFor(2*zkTTL + time.Second)
-		e.Restart(t)
-		r.recordFor(time.Second)
+		return i
 	}
-	r.recordUntil(e.Serving)
+	for range rounds() {
+		for _, who := range []string{"follower", "leader"} {
+			victim := leader()
+			if who == "follower" {
+				victim = (victim + 1) % 3
+			}
+			r.untilBegun(r.live[0].client)
+			m.kill(victim)
+			r.recordFor(3 * time.Second)
+			m.restart()
+			r.recordUntil(m.serving)
+		}
+		l := leader()
+		r.untilBegun(r.live[0].client)
+		m.kill(l)
+		m.kill((l + 1) % 3)
+		r.recordFor(2*ttl + time.Second)
+		m.restart()
+		r.recordUntil(m.serving)
+	}
 	r.finishRecovered()
 }
 
@@ -953,35 +972,12 @@ func TestEtcdClusterRestart(t *testing.T) {
 	c := etcdenv.StartCluster(t)
 	defer c.Restart(t)
 	r := newRun(t, "etcd", 3, servers.EtcdEnv+"="+strings.Join(c.Endpoints, ","), envTTL+"="+etcdTTL.String())
-	hasLeader := func() bool { return c.Leader(t) >= 0 }
-	for range rounds() {
-		for _, who := range []string{"follower", "leader"} {
-			leader := c.Leader(t)
-			if leader < 0 {
-				t.Fatal("no leader")
-			}
-			victim := leader
-			if who == "follower" {
-				victim = (leader + 1) % 3
-			}
-			r.untilBegun(r.live[0].client)
-			c.Kill(t, victim)
-			r.recordFor(3 * time.Second)
-			c.Restart(t)
-			r.recordUntil(hasLeader)
-		}
-		leader := c.Leader(t)
-		if leader < 0 {
-			t.Fatal("no leader")
-		}
-		r.untilBegun(r.live[0].client)
-		c.Kill(t, leader)
-		c.Kill(t, (leader+1)%3)
-		r.recordFor(2*etcdTTL + time.Second)
-		c.Restart(t)
-		r.recordUntil(hasLeader)
-	}
-	r.finishRecovered()
+	killMembers(t, r, members{
+		leader:  func() int { return c.Leader(t) },
+		kill:    func(i int) { c.Kill(t, i) },
+		restart: func() { c.Restart(t) },
+		serving: func() bool { return c.Leader(t) >= 0 },
+	}, etcdTTL)
 }
 
 // TestFrozenServer freezes the lock's server (SIGSTOP of every process,
