@@ -36,22 +36,29 @@ func waitersOf(t *testing.T, ctx context.Context, c *clientv3.Client, name strin
 	return []*clientv3.GetResponse{resp}
 }
 
-// etcd issue 19597: a concurrency.Mutex waiter whose session's lease
-// expires (revoked here, as a partition longer than the TTL would expire
-// it) keeps waiting in Lock until its ctx ends, though its key is gone
-// and it can never be granted. dlock's waiter fails at once.
-func TestWaiterWhoseLeaseEndsFailsAtOnce(t *testing.T) {
+// contended is a name held by one Locker for the rest of the test, a
+// second Locker to wait for it, a bare client, and the test's ctx.
+func contended(t *testing.T) (context.Context, *clientv3.Client, *etcdlock.Locker, string) {
+	t.Helper()
 	eps := etcdenv.Endpoints()
-	admin := etcdenv.Client(t, eps)
-	holder, waiter := newLocker(t, etcdenv.Client(t, eps)), newLocker(t, etcdenv.Client(t, eps))
+	holder := newLocker(t, etcdenv.Client(t, eps))
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	name := dlocktest.Name(t)
 	held, err := holder.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Unlock(ctx)
+	t.Cleanup(func() { _ = held.Unlock(ctx) })
+	return ctx, etcdenv.Client(t, eps), newLocker(t, etcdenv.Client(t, eps)), name
+}
+
+// etcd issue 19597: a concurrency.Mutex waiter whose session's lease
+// expires (revoked here, as a partition longer than the TTL would expire
+// it) keeps waiting in Lock until its ctx ends, though its key is gone
+// and it can never be granted. dlock's waiter fails at once.
+func TestWaiterWhoseLeaseEndsFailsAtOnce(t *testing.T) {
+	ctx, admin, waiter, name := contended(t)
 	waited := make(chan error, 1)
 	go func() {
 		_, err := waiter.Lock(ctx, name)
@@ -229,17 +236,7 @@ func TestHolderWhoseClientIsGoneHoldsOneTTLAtMost(t *testing.T) {
 // in the background when its ctx ended before its key's put was
 // answered), so the queue does not wait for its lease.
 func TestCancelledWaiterLeavesNoKey(t *testing.T) {
-	eps := etcdenv.Endpoints()
-	admin := etcdenv.Client(t, eps)
-	holder, waiter := newLocker(t, etcdenv.Client(t, eps)), newLocker(t, etcdenv.Client(t, eps))
-	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
-	defer cancel()
-	name := dlocktest.Name(t)
-	held, err := holder.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Unlock(ctx)
+	ctx, admin, waiter, name := contended(t)
 	for _, wait := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond} {
 		wctx, wcancel := context.WithTimeout(ctx, wait)
 		_, err := waiter.Lock(wctx, name)
