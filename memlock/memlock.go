@@ -176,6 +176,11 @@ func (s *Server) wake(name string) {
 	}
 }
 
+// holder is l's holder as Inspect reports it at now.
+func (l *lock) holder(now time.Time) dlock.Holder {
+	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}
+}
+
 // free reports whether name's lock l can be granted to another owner at
 // now. s.mu must be held.
 func free(l *lock, now time.Time) bool {
@@ -332,7 +337,7 @@ func (b backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, 
 	if free(l, now) {
 		return dlock.Holder{}, false, nil
 	}
-	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}, true, nil
+	return l.holder(now), true, nil
 }
 
 // ForceRelease implements dlock.ForceReleaser: the holder's next renewal
@@ -348,7 +353,7 @@ func (b backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, b
 	if free(l, now) {
 		return dlock.Holder{}, false, nil
 	}
-	h := dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}
+	h := l.holder(now)
 	l.owner, l.reentry, l.expires = "", 0, time.Time{}
 	s.wake(name)
 	return h, true, nil
@@ -365,7 +370,7 @@ func (b backend) List(ctx context.Context, prefix string, limit int) ([]dlock.He
 	var held []dlock.Held
 	for name, l := range s.locks {
 		if strings.HasPrefix(name, prefix) && !free(l, now) {
-			held = append(held, dlock.Held{Name: name, Holder: dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}})
+			held = append(held, dlock.Held{Name: name, Holder: l.holder(now)})
 		}
 	}
 	slices.SortFunc(held, func(a, b dlock.Held) int { return strings.Compare(a.Name, b.Name) })
