@@ -225,3 +225,7 @@ func randomID() string {
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
 	return hex.EncodeToString(b[:])
 }
+
+// DBSystem implements driver.DBSystem, for the semaphore's measurements
+// (dlock.Meter).
+func (s *Semaphore) DBSystem() string { return "redis" }

@@ -81,8 +81,9 @@ func TestSemaphoreTelemetry(t *testing.T) {
 	if got := value("dlock.lock.acquisitions", call, attribute.String("dlock.outcome", "acquired")); got != 1 {
 		t.Errorf("acquired: %d, want 1", got)
 	}
-	if got := value("dlock.lock.acquisitions", call, attribute.String("dlock.outcome", "not_acquired"), attribute.String("dlock.backend", "redis")); got != 1 {
-		t.Errorf("not acquired, from backend redis: %d, want 1", got)
+	if got := value("dlock.lock.acquisitions", call, attribute.String("dlock.outcome", "not_acquired"), attribute.String("dlock.backend", "redis"),
+		attribute.String("db.system.name", "redis")); got != 1 {
+		t.Errorf("not acquired, from backend redis, db.system.name redis: %d, want 1", got)
 	}
 	if got := value("dlock.lock.holders"); got != 0 {
 		t.Errorf("holders after the release: %d, want 0", got)

@@ -279,3 +279,7 @@ func (p *Permit) Refresh(ctx context.Context) error {
 	}
 	return err
 }
+
+// DBSystem implements driver.DBSystem, for the semaphore's measurements
+// (dlock.Meter).
+func (s *Semaphore) DBSystem() string { return "zookeeper" }
