@@ -17,7 +17,7 @@ import (
 func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error) {
 	ctx, stop := c.closable(ctx)
 	defer stop()
-	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait}}
+	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait, Payload: h.payload}}
 	defer w.unsubscribe()
 	if wait {
 		defer w.watchEnd(ctx)()
@@ -235,7 +235,7 @@ func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Tim
 // of the queue on its behalf) unless the server is slow to answer.
 func (c *Client) abandon(h *hold, gaveUp bool, within time.Duration) {
 	if l, ok := c.backend.(driver.Leaver); ok && gaveUp {
-		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true}
+		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true, Payload: h.payload}
 		left := make(chan struct{})
 		c.background(func() {
 			defer close(left)

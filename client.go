@@ -78,6 +78,9 @@ type turn struct {
 	// on to this chain (handOff); nil when the chain takes the name on
 	// the server itself.
 	lease *lease
+	// call is the chain's Lock: a hold handed on to it is made with its
+	// settings.
+	call *lockCall
 }
 
 // family ties Clients whose holds of one name belong to one owner when a
@@ -116,6 +119,8 @@ type hold struct {
 	handOffs int
 	// measured is the hold's telemetry from its grant until its end.
 	measured holdSpan
+	// payload is stored with the hold on the server (WithPayload).
+	payload string
 }
 
 // NewClient returns a Client over b with the given options. It fails, with
@@ -218,16 +223,16 @@ func (c *Client) Config() Config { return c.cfg }
 // Lock implements Locker. ctx governs the wait, in the process and on the
 // server; a ctx that has already ended fails before any I/O.
 func (c *Client) Lock(ctx context.Context, name string) (Lease, error) {
-	return c.measuredLock(ctx, name, true)
+	return c.measuredLock(ctx, c.plainCall(name, true))
 }
 
 // measuredLock is lock, measured (see telemetry).
-func (c *Client) measuredLock(ctx context.Context, name string, wait bool) (Lease, error) {
+func (c *Client) measuredLock(ctx context.Context, call *lockCall) (Lease, error) {
 	if ctx == nil {
 		return nil, errors.New("dlock: nil Context")
 	}
-	ctx, m := c.tel.startCall(ctx, name, wait)
-	l, err := c.lock(ctx, name, wait)
+	ctx, m := c.tel.startCall(ctx, call.name, call.wait)
+	l, err := c.lock(ctx, call)
 	err = errjoin.OneLine(err)
 	m.end(ctx, l, err)
 	return l, err
@@ -236,7 +241,7 @@ func (c *Client) measuredLock(ctx context.Context, name string, wait bool) (Leas
 // TryLock implements Locker. It fails with ErrNotAcquired, without I/O,
 // when another call chain holds name through this Client.
 func (c *Client) TryLock(ctx context.Context, name string) (Lease, error) {
-	return c.measuredLock(ctx, name, false)
+	return c.measuredLock(ctx, c.plainCall(name, false))
 }
 
 // List implements Lister when the backend does; otherwise it returns
@@ -328,7 +333,8 @@ func (c *Client) validName(name string) error {
 	return nil
 }
 
-func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error) {
+func (c *Client) lock(ctx context.Context, call *lockCall) (Lease, error) {
+	name := call.name
 	if err := c.validName(name); err != nil {
 		return nil, err
 	}
@@ -338,13 +344,15 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 	if ctx.Err() != nil {
 		return nil, notAcquired(ctx, name, byNobody)
 	}
+	ctx, cancel := call.bounded(ctx)
+	defer cancel()
 	mine, owner := c.chainHold(ctx, name)
 	if c.shared {
-		return c.lockShared(ctx, name, mine, owner, wait)
+		return c.lockShared(ctx, call, mine, owner)
 	}
 	var t *turn // this call's place in the name's queue
 	for {
-		step := c.nextStep(name, &t, mine, owner, wait)
+		step := c.nextStep(call, &t, mine, owner)
 		switch {
 		case step.leave:
 			c.leaveQueue(name, t)
@@ -354,7 +362,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool) (Lease, error
 		case step.lease != nil:
 			return step.lease, nil
 		case step.hold != nil:
-			return c.acquire(ctx, step.hold, wait)
+			return c.acquire(ctx, step.hold, call.wait)
 		}
 		if err := c.await(ctx, name, step.wait); err != nil {
 			c.leaveQueue(name, t)
@@ -374,10 +382,11 @@ type localStep struct {
 	wait  <-chan struct{}
 }
 
-// nextStep decides a Lock's next step for name, as chain (mine, owner)
-// whose place in the name's queue is *t (nil: none yet; nextStep joins
-// the queue when the Lock must wait).
-func (c *Client) nextStep(name string, t **turn, mine *hold, owner string, wait bool) localStep {
+// nextStep decides the next step of call, as chain (mine, owner) whose
+// place in the name's queue is *t (nil: none yet; nextStep joins the
+// queue when the Lock must wait).
+func (c *Client) nextStep(call *lockCall, t **turn, mine *hold, owner string) localStep {
+	name := call.name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -385,25 +394,26 @@ func (c *Client) nextStep(name string, t **turn, mine *hold, owner string, wait 
 	}
 	h, q := c.holds[name], c.queues[name]
 	if *t != nil && q != nil && q.handed == *t {
-		return c.turnCame(name, *t, q, h, owner)
+		return c.turnCame(call, *t, q, h, owner)
 	}
 	switch {
 	case h == nil && (q == nil || q.handed == nil && len(q.waiting) == 0):
-		return localStep{hold: c.freshHold(name, q, owner)}
+		return localStep{hold: c.freshHold(call, q, owner)}
 	case h != nil && h == mine && h.state == held:
 		return localStep{lease: h.newLease(c)}
-	case !wait:
+	case !call.wait:
 		return localStep{err: fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)}
 	}
 	if *t == nil {
-		*t = c.join(name, q, owner)
+		*t = c.join(call, q, owner)
 	}
 	return localStep{wait: (*t).ready}
 }
 
-// turnCame is the step of a Lock whose turn, t, has come. c.mu must be
+// turnCame is the step of call, whose turn, t, has come. c.mu must be
 // held.
-func (c *Client) turnCame(name string, t *turn, q *localQueue, h *hold, owner string) localStep {
+func (c *Client) turnCame(call *lockCall, t *turn, q *localQueue, h *hold, owner string) localStep {
+	name := call.name
 	switch {
 	case t.lease != nil && t.lease.err == nil:
 		// The last hold was handed straight on to this chain.
@@ -417,29 +427,29 @@ func (c *Client) turnCame(name string, t *turn, q *localQueue, h *hold, owner st
 		t.lease = nil
 		return localStep{wait: h.gone}
 	}
-	return localStep{hold: c.freshHold(name, q, owner)}
+	return localStep{hold: c.freshHold(call, q, owner)}
 }
 
-// freshHold makes the hold a chain takes on the server, ending its turn
-// in q (nil: none). c.mu must be held.
-func (c *Client) freshHold(name string, q *localQueue, owner string) *hold {
+// freshHold makes the hold a chain takes on the server for call, ending
+// its turn in q (nil: none). c.mu must be held.
+func (c *Client) freshHold(call *lockCall, q *localQueue, owner string) *hold {
 	if q != nil {
 		q.handed = nil
-		c.dropIdle(name, q)
+		c.dropIdle(call.name, q)
 	}
 	if owner == "" {
 		owner = c.newOwner()
 	}
-	return c.newHold(name, owner)
+	return c.newHold(call, owner)
 }
 
-// join queues a chain (owner) for name. c.mu must be held.
-func (c *Client) join(name string, q *localQueue, owner string) *turn {
+// join queues a chain (owner) for call's name. c.mu must be held.
+func (c *Client) join(call *lockCall, q *localQueue, owner string) *turn {
 	if q == nil {
 		q = &localQueue{}
-		c.queues[name] = q
+		c.queues[call.name] = q
 	}
-	t := &turn{ready: make(chan struct{}), owner: owner}
+	t := &turn{ready: make(chan struct{}), owner: owner, call: call}
 	q.waiting = append(q.waiting, t)
 	return t
 }
@@ -447,7 +457,7 @@ func (c *Client) join(name string, q *localQueue, owner string) *turn {
 // lockShared is lock for a backend whose holds of one name coexist: the
 // chain re-enters its own hold, or takes one of its own and waits for it
 // on the server.
-func (c *Client) lockShared(ctx context.Context, name string, mine *hold, owner string, wait bool) (Lease, error) {
+func (c *Client) lockShared(ctx context.Context, call *lockCall, mine *hold, owner string) (Lease, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -461,19 +471,20 @@ func (c *Client) lockShared(ctx context.Context, name string, mine *hold, owner 
 	if owner == "" {
 		owner = c.newOwner()
 	}
-	h := c.newHold(name, owner)
+	h := c.newHold(call, owner)
 	c.mu.Unlock()
-	return c.acquire(ctx, h, wait)
+	return c.acquire(ctx, h, call.wait)
 }
 
-// newHold adds an acquiring hold of name as owner to c.holds. c.mu must
+// newHold adds an acquiring hold for call as owner to c.holds. c.mu must
 // be held.
-func (c *Client) newHold(name, owner string) *hold {
+func (c *Client) newHold(call *lockCall, owner string) *hold {
 	h := &hold{
-		Hold:  driver.Hold{Name: name, Owner: owner, TTL: c.cfg.TTL},
-		key:   c.holdKey(name, owner),
-		state: acquiring,
-		gone:  make(chan struct{}),
+		Hold:    driver.Hold{Name: call.name, Owner: owner, TTL: call.ttl},
+		payload: call.payload,
+		key:     c.holdKey(call.name, owner),
+		state:   acquiring,
+		gone:    make(chan struct{}),
 	}
 	c.holds[h.key] = h
 	return h

@@ -79,6 +79,9 @@ type Holder struct {
 	// when the backend's locks do not expire on their own (they end with
 	// the holder's session).
 	TTL time.Duration
+	// Payload is the text the holder's Lock stored with the hold
+	// (WithPayload); "" for none.
+	Payload string
 }
 
 // Inspector is implemented by backends that can see a lock's holder.

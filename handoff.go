@@ -30,12 +30,13 @@ func (c *Client) handOff(h *hold) (bool, error) {
 	// The next hold takes h's place at once, so no other chain of c sees
 	// the name free meanwhile; it is granted to whoever is first in line
 	// when the request returns.
-	next := c.newHold(h.Name, c.newOwner())
+	call := c.queues[h.Name].waiting[0].call
+	next := c.newHold(call, c.newOwner())
 	next.handOffs = h.handOffs + 1
 	close(h.gone)
 	c.mu.Unlock()
 
-	r := driver.Request{Name: next.Name, Owner: next.Owner, TTL: next.TTL, Wait: true}
+	r := driver.Request{Name: next.Name, Owner: next.Owner, TTL: next.TTL, Wait: true, Payload: next.payload}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
 	defer cancel()
 	sent := time.Now()
@@ -71,7 +72,7 @@ func (c *Client) handOff(h *hold) (bool, error) {
 	}
 	l := granted.(*lease)
 	c.mu.Lock()
-	if q := c.queues[h.Name]; q != nil && q.handed == nil && len(q.waiting) > 0 && q.waiting[0].owner == "" {
+	if q := c.queues[h.Name]; q != nil && q.handed == nil && len(q.waiting) > 0 && q.waiting[0].owner == "" && q.waiting[0].call.sameHold(call) {
 		t := q.waiting[0]
 		q.waiting = q.waiting[1:]
 		q.handed, t.lease = t, l
@@ -80,8 +81,9 @@ func (c *Client) handOff(h *hold) (bool, error) {
 		return true, nil
 	}
 	c.mu.Unlock()
-	// Whoever waited has left meanwhile: h was handed on all the same,
-	// and its Unlock succeeded; the lock goes back (or on) from here.
+	// Whoever waited has left meanwhile (or the first in line now asks for
+	// another TTL or payload): h was handed on all the same, and its
+	// Unlock succeeded; the lock goes back (or on) from here.
 	c.giveBack(l)
 	return true, nil
 }

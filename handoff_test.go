@@ -71,7 +71,7 @@ func (m *handing) Transfer(_ context.Context, h driver.Hold, r driver.Request) (
 	}
 	m.tokens[h.Name]++
 	token := m.tokens[h.Name]
-	l.owner, l.token, l.expires = r.Owner, token, time.Now().Add(cmp.Or(term, r.TTL))
+	l.owner, l.payload, l.token, l.expires = r.Owner, r.Payload, token, time.Now().Add(cmp.Or(term, r.TTL))
 	m.memory.mu.Unlock()
 	m.mu.Lock()
 	m.transfers++

@@ -43,10 +43,14 @@ func (m *memory) waitRefused(t *testing.T) {
 
 type memLock struct {
 	owner   string
+	payload string
 	token   uint64
 	reentry int
 	expires time.Time
 }
+
+// KeepsPayload implements driver.PayloadKeeper.
+func (m *memory) KeepsPayload() bool { return true }
 
 func newMemory() *memory {
 	return &memory{locks: map[string]*memLock{}, tokens: map[string]uint64{}}
@@ -116,7 +120,7 @@ func (m *memory) Acquire(_ context.Context, r driver.Request) (driver.Grant, err
 	switch {
 	case l == nil || !now.Before(l.expires) && !m.sessions:
 		m.tokens[r.Name]++
-		m.locks[r.Name] = &memLock{owner: r.Owner, token: m.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL)}
+		m.locks[r.Name] = &memLock{owner: r.Owner, payload: r.Payload, token: m.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL)}
 		return driver.Grant{Acquired: true, Token: m.tokens[r.Name]}, nil
 	case l.owner == r.Owner:
 		l.reentry++
@@ -172,7 +176,7 @@ func (m *memory) Inspect(_ context.Context, name string) (dlock.Holder, bool, er
 	if l == nil || !time.Now().Before(l.expires) && !m.sessions {
 		return dlock.Holder{}, false, nil
 	}
-	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: time.Until(l.expires)}, true, nil
+	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: time.Until(l.expires), Payload: l.payload}, true, nil
 }
 
 // sessionMemory is memory whose holds end with their session.

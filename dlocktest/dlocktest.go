@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Inspect", s.inspect)
 	t.Run("List", s.list)
 	t.Run("ForceRelease", s.forceRelease)
+	t.Run("LockOptions", s.lockOptions)
 	t.Run("DoneAndErr", s.doneAndErr)
 	t.Run("Do", s.do)
 	t.Run("SharedLocker", s.sharedLocker)
@@ -667,6 +668,112 @@ func (s suite) forceRelease(t *testing.T) {
 	if err := held.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("Unlock of an evicted hold: %v, want ErrNotHeld", err)
 	}
+}
+
+// lockOptions checks the per-call options (dlock.LockWith): a bad one
+// fails before any I/O; LockTTL sets the lease the server keeps;
+// WaitAtMost bounds a wait; a payload, where the backend keeps one, is
+// what Inspect and List report, also for a hold handed on in the process,
+// and a backend that keeps none refuses it.
+func (s suite) lockOptions(t *testing.T) {
+	ctx := ctxT(t)
+	name := Name(t)
+	l := s.h.New(t, dlock.WithoutAutoRenew())
+	for _, opt := range []dlock.LockOption{dlock.LockTTL(time.Nanosecond), dlock.WithPayload(strings.Repeat("x", dlock.MaxPayloadLen+1)), dlock.WithPayload("a\nb"), nil} {
+		if le, err := dlock.LockWith(ctx, l, name, opt); err == nil {
+			le.Unlock(ctx)
+			t.Fatal("LockWith a bad option: no error")
+		}
+	}
+	if _, err := dlock.TryLockWith(ctx, l, name, dlock.WaitAtMost(time.Second)); err == nil {
+		t.Fatal("TryLockWith(WaitAtMost): no error")
+	}
+
+	// LockTTL: the server frees the hold after it, not after the
+	// Locker's TTL (DefaultTTL), when nobody renews it.
+	short, err := dlock.LockWith(ctx, l, name, dlock.LockTTL(s.h.TTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(short.Deadline()); left > s.h.TTL {
+		t.Fatalf("LockTTL(%v): deadline in %v", s.h.TTL, left)
+	}
+	other := s.h.New(t)
+	next, err := other.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock after a LockTTL(%v) hold that was not renewed: %v", s.h.TTL, err)
+	}
+	waitDone(t, short)
+
+	// WaitAtMost: a wait for a held name ends with ErrNotAcquired.
+	for _, d := range []time.Duration{0, s.h.TTL / 4} {
+		if le, err := dlock.LockWith(ctx, l, name, dlock.WaitAtMost(d)); !errors.Is(err, dlock.ErrNotAcquired) {
+			unlockAfterFailure(t, le)
+			t.Fatalf("LockWith(WaitAtMost(%v)) of a held name: %v, want ErrNotAcquired", d, err)
+		}
+	}
+	mustUnlock(t, next)
+	s.payloads(t, name)
+}
+
+// payloads is lockOptions for WithPayload.
+func (s suite) payloads(t *testing.T, name string) {
+	ctx := ctxT(t)
+	l := s.h.New(t)
+	first, err := dlock.LockWith(ctx, l, name, dlock.WithPayload("deploy #1 by alice"))
+	if errors.Is(err, errors.ErrUnsupported) {
+		in, _ := l.(dlock.Inspector)
+		if in != nil {
+			if _, held, err := in.Inspect(ctx, name); err != nil || held {
+				t.Fatalf("a refused payload left the name held (%v, %v)", held, err)
+			}
+		}
+		t.Skipf("%T keeps no payload: %v", l, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := l.(dlock.Inspector)
+	wantPayload := func(want string) {
+		t.Helper()
+		h, held, err := in.Inspect(ctx, name)
+		if err != nil || !held || h.Payload != want {
+			t.Fatalf("Inspect: %+v held=%v err=%v, want payload %q", h, held, err, want)
+		}
+		if ls, ok := l.(dlock.Lister); ok {
+			all, err := ls.List(ctx, name, 0)
+			if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				t.Fatal(err)
+			}
+			for _, h := range all {
+				if h.Name == name && h.Payload != want {
+					t.Fatalf("List: %+v, want payload %q", h, want)
+				}
+			}
+		}
+	}
+	wantPayload("deploy #1 by alice")
+	// A chain of the same Locker waits with its own payload: the hold
+	// handed on to it (or taken after the release) carries it.
+	granted := make(chan dlock.Lease, 1)
+	go func() {
+		le, err := dlock.LockWith(ctx, l, name, dlock.WithPayload("deploy #2 by bob — ünïcode"), dlock.LockTTL(2*s.h.TTL))
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- le
+	}()
+	time.Sleep(50 * time.Millisecond) // mostly queued behind first by now; either way it must hold with its payload
+	mustUnlock(t, first)
+	second := <-granted
+	if second == nil {
+		return
+	}
+	wantPayload("deploy #2 by bob — ünïcode")
+	mustUnlock(t, second)
+	plain := mustLock(t, ctx, l, name)
+	wantPayload("")
+	mustUnlock(t, plain)
 }
 
 func (s suite) doneAndErr(t *testing.T) {

@@ -49,6 +49,11 @@ type Request struct {
 	// Wait is true for Lock's attempts, which will wait and try again, and
 	// false for TryLock's. Fair backends queue only waiting attempts.
 	Wait bool
+	// Payload is a short printable text (dlock.WithPayload) a
+	// PayloadKeeper stores with the hold when it takes it, and reports in
+	// Inspect and List while the hold lasts; "" for none. Attempts of
+	// other backends never carry one.
+	Payload string
 }
 
 // Grant is the outcome of one acquire attempt.
@@ -115,6 +120,14 @@ type Backend interface {
 	// then retries the release in the background. ctx is never the
 	// caller's: a release is not cancelled midway.
 	Release(ctx context.Context, h Hold) error
+}
+
+// PayloadKeeper is implemented by backends that store a Request's
+// Payload with the hold it grants (and hand it on with a Transfer's new
+// hold), and report it as dlock.Holder.Payload.
+type PayloadKeeper interface {
+	// KeepsPayload reports whether the backend stores payloads.
+	KeepsPayload() bool
 }
 
 // NameChecker is implemented by backends that refuse some names every

@@ -47,6 +47,7 @@ type Server struct {
 
 type lock struct {
 	owner    string
+	payload  string // driver.Request.Payload
 	token    uint64
 	reentry  int
 	expires  time.Time
@@ -178,7 +179,7 @@ func (s *Server) wake(name string) {
 
 // holder is l's holder as Inspect reports it at now.
 func (l *lock) holder(now time.Time) dlock.Holder {
-	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}
+	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now), Payload: l.payload}
 }
 
 // free reports whether name's lock l can be granted to another owner at
@@ -196,7 +197,11 @@ var (
 	_ driver.DeadlineBound = backend{}
 	_ dlock.Inspector      = backend{}
 	_ dlock.Recorder       = backend{}
+	_ driver.PayloadKeeper = backend{}
 )
+
+// KeepsPayload implements driver.PayloadKeeper.
+func (backend) KeepsPayload() bool { return true }
 
 // BoundsCalls implements driver.DeadlineBound: every call returns by its
 // ctx's deadline.
@@ -240,7 +245,7 @@ func (b backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, e
 	switch {
 	case free(l, now):
 		s.tokens[r.Name]++
-		l = &lock{owner: r.Owner, token: s.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL), lost: make(chan error, 1)}
+		l = &lock{owner: r.Owner, payload: r.Payload, token: s.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL), lost: make(chan error, 1)}
 		s.locks[r.Name] = l
 		return driver.Grant{Acquired: true, Token: l.token, Lost: l.lost}, nil
 	case l.owner == r.Owner && !l.expiring:
