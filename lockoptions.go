@@ -157,7 +157,7 @@ func (c *Client) newLockCall(name string, wait bool, opts []LockOption) (*lockCa
 // checkPayload checks p for WithPayload.
 func (c *Client) checkPayload(p string) error {
 	if pk, ok := c.backend.(driver.PayloadKeeper); !ok || !pk.KeepsPayload() {
-		return fmt.Errorf("dlock: WithPayload: %T keeps no payload with a hold: %w", c.backend, errors.ErrUnsupported)
+		return fmt.Errorf("dlock: WithPayload: the backend (%s) keeps no payload with a hold: %w", c.Identity(), errors.ErrUnsupported)
 	}
 	switch {
 	case len(p) > MaxPayloadLen:

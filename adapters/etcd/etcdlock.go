@@ -104,6 +104,7 @@ var (
 	_ driver.DeadlineBound = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 	_ dlock.Identifier     = (*backend)(nil)
+	_ driver.PayloadKeeper = (*backend)(nil)
 )
 
 // escape makes s one path segment: '/' and '%' (and little else) are
@@ -244,8 +245,9 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 			return nil, err
 		}
 		if ttl.TTL > 0 {
-			held = append(held, dlock.Held{Name: name, Holder: dlock.Holder{Owner: string(kv.Value),
-				Token: uint64(kv.CreateRevision), TTL: time.Duration(ttl.TTL) * time.Second}})
+			h := holderOf(kv)
+			h.TTL = time.Duration(ttl.TTL) * time.Second
+			held = append(held, dlock.Held{Name: name, Holder: h})
 		}
 	}
 	return held, nil
@@ -267,10 +269,29 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 			return dlock.Holder{}, false, err
 		}
 		if del.Succeeded {
-			return dlock.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}, true, nil
+			return holderOf(kv), true, nil
 		}
 	}
 }
+
+// value is what a hold's key holds: its owner id and, after a newline,
+// its payload (neither can contain one).
+func value(r driver.Request) string {
+	if r.Payload == "" {
+		return r.Owner
+	}
+	return r.Owner + "\n" + r.Payload
+}
+
+// holderOf is the holder whose key is kv, without its TTL.
+func holderOf(kv *mvccpb.KeyValue) dlock.Holder {
+	owner, payload, _ := strings.Cut(string(kv.Value), "\n")
+	return dlock.Holder{Owner: owner, Payload: payload, Token: uint64(kv.CreateRevision)}
+}
+
+// KeepsPayload implements driver.PayloadKeeper: the payload is in the
+// hold's key, after its owner id.
+func (*backend) KeepsPayload() bool { return true }
 
 // Inspect reports the holder: the oldest key under the name's prefix.
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
@@ -282,7 +303,7 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 		return dlock.Holder{}, false, nil
 	}
 	kv := resp.Kvs[0]
-	h := dlock.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}
+	h := holderOf(kv)
 	ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
 		return dlock.Holder{}, false, err

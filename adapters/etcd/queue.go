@@ -40,7 +40,7 @@ func (b *backend) enqueue(ctx context.Context, r driver.Request) (entry, error) 
 	reads := []clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)}
 	resp, err := b.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(append([]clientv3.Op{clientv3.OpPut(key, r.Owner, clientv3.WithLease(lease.ID))}, reads...)...).
+		Then(append([]clientv3.Op{clientv3.OpPut(key, value(r), clientv3.WithLease(lease.ID))}, reads...)...).
 		Else(reads...).
 		Commit()
 	if err != nil {

@@ -55,11 +55,12 @@ func newBackend(conn *zk.Conn, root string, o order, suffix string) *backend {
 }
 
 var (
-	_ driver.Backend      = (*backend)(nil)
-	_ driver.Blocker      = (*backend)(nil)
-	_ dlock.Inspector     = (*backend)(nil)
-	_ driver.SessionBound = (*backend)(nil)
-	_ driver.Sharer       = (*backend)(nil)
+	_ driver.Backend       = (*backend)(nil)
+	_ driver.Blocker       = (*backend)(nil)
+	_ dlock.Inspector      = (*backend)(nil)
+	_ driver.SessionBound  = (*backend)(nil)
+	_ driver.PayloadKeeper = (*backend)(nil)
+	_ driver.Sharer        = (*backend)(nil)
 )
 
 // HoldsEndWithSession implements driver.SessionBound: a lock node lives
@@ -89,7 +90,7 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 		return driver.Grant{}, err
 	}
 	b.crowded.Store(len(q) > 0)
-	node, tokenOf, first, err := b.create(ctx, dir, r.Owner, b.tag(q, r.Owner))
+	node, tokenOf, first, err := b.create(ctx, dir, nodeData(r), b.tag(q, r.Owner))
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -159,7 +160,7 @@ func (b *backend) join(ctx context.Context, r driver.Request) (*waiter, error) {
 		}
 	}
 	var err error
-	if w.node, w.tokenOf, w.first, err = b.create(ctx, w.dir, r.Owner, b.tag(q, r.Owner)); err != nil {
+	if w.node, w.tokenOf, w.first, err = b.create(ctx, w.dir, nodeData(r), b.tag(q, r.Owner)); err != nil {
 		return nil, err
 	}
 	w.session = b.conn.SessionID()
@@ -233,7 +234,7 @@ func (w *waiter) rejoin() (driver.Grant, bool, error) {
 	w.b.remove(w.dir, w.node, w.session)
 	w.q = nil
 	var err error
-	if w.node, w.tokenOf, w.first, err = w.b.create(w.ctx, w.dir, w.r.Owner, w.b.tag(nil, w.r.Owner)); err != nil {
+	if w.node, w.tokenOf, w.first, err = w.b.create(w.ctx, w.dir, nodeData(w.r), w.b.tag(nil, w.r.Owner)); err != nil {
 		return driver.Grant{}, true, err
 	}
 	w.session = w.b.conn.SessionID()
@@ -450,7 +451,20 @@ func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool,
 	return n.holder(), true, nil
 }
 
-// lockNode is a lock node as read: its path, data (the owner) and stat.
+// nodeData is what r's lock node holds: its owner id and, after a
+// newline, its payload (neither can contain one).
+func nodeData(r driver.Request) string {
+	if r.Payload == "" {
+		return r.Owner
+	}
+	return r.Owner + "\n" + r.Payload
+}
+
+// KeepsPayload implements driver.PayloadKeeper: the payload is in the
+// hold's node, after its owner id.
+func (*backend) KeepsPayload() bool { return true }
+
+// lockNode is a lock node as read: its path, data (see nodeData) and stat.
 type lockNode struct {
 	path string
 	data []byte
@@ -458,7 +472,8 @@ type lockNode struct {
 }
 
 func (n lockNode) holder() dlock.Holder {
-	return dlock.Holder{Owner: string(n.data), Token: uint64(n.st.Czxid)}
+	owner, payload, _ := strings.Cut(string(n.data), "\n")
+	return dlock.Holder{Owner: owner, Payload: payload, Token: uint64(n.st.Czxid)}
 }
 
 // holderNode reads the node that holds name's lock; ok is false when none

@@ -46,7 +46,7 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 	// Czxid.
 	ops := []any{
 		&zk.DeleteRequest{Path: n.path, Version: -1},
-		&zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(r.Owner), Acl: b.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(nodeData(r)), Acl: b.acl, Flags: zk.FlagEphemeralSequential},
 	}
 	if !b.plainCreate.Load() {
 		ops = append(ops, &zk.SetDataRequest{Path: dir, Version: -1})

@@ -112,11 +112,11 @@ type tokenFunc func() (uint64, <-chan zk.Event, error)
 // after two lost Creates may be the first's while the second's is not yet
 // committed: create makes the node again then too, rather than keep one
 // that a later copy could follow.
-func (b *backend) create(ctx context.Context, dir, owner, tag string) (p string, token tokenFunc, first uint64, err error) {
+func (b *backend) create(ctx context.Context, dir, data, tag string) (p string, token tokenFunc, first uint64, err error) {
 	// session is the one the Create goes out in. It is 0 before the
 	// connection's first session: go-zookeeper holds requests until
 	// there is one, so 0 turning into an id is no session ending.
-	c := &creation{b: b, ctx: ctx, dir: dir, owner: owner, prefix: protectedPrefix(tag), session: b.conn.SessionID()}
+	c := &creation{b: b, ctx: ctx, dir: dir, data: data, prefix: protectedPrefix(tag), session: b.conn.SessionID()}
 	for {
 		p, first, err = c.attempt()
 		switch {
@@ -142,13 +142,13 @@ func (b *backend) create(ctx context.Context, dir, owner, tag string) (p string,
 
 // creation is one create's state across lost replies.
 type creation struct {
-	b                  *backend
-	ctx                context.Context
-	dir, owner, prefix string
-	session            int64
-	maybeCreated       bool      // the node may exist, unseen
-	lost               int       // Creates of this session whose replies were lost
-	cut                time.Time // since when the connection has failed
+	b                 *backend
+	ctx               context.Context
+	dir, data, prefix string // data: see nodeData
+	session           int64
+	maybeCreated      bool      // the node may exist, unseen
+	lost              int       // Creates of this session whose replies were lost
+	cut               time.Time // since when the connection has failed
 }
 
 // errAgain is attempt's "make the node now": a search found none, or
@@ -158,7 +158,7 @@ var errAgain = errors.New("create again")
 // attempt makes the node, or, after a lost reply, looks for it.
 func (c *creation) attempt() (p string, first uint64, err error) {
 	if !c.maybeCreated {
-		return c.b.makeNode(c.dir, c.prefix, c.owner)
+		return c.b.makeNode(c.dir, c.prefix, c.data)
 	}
 	// Found, its place is read from the queue: first is 0.
 	p, found, err := c.b.find(c.dir, c.prefix)
@@ -235,8 +235,8 @@ func (c *creation) fail(err error) (string, tokenFunc, uint64, error) {
 // by a plain Create, and first is 0; so it is while the client's last
 // node had others before it (backend.crowded): a lock that is contended
 // gets nothing from the write.
-func (b *backend) makeNode(dir, prefix, owner string) (p string, first uint64, err error) {
-	create := &zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(owner), Acl: b.acl, Flags: zk.FlagEphemeralSequential}
+func (b *backend) makeNode(dir, prefix, data string) (p string, first uint64, err error) {
+	create := &zk.CreateRequest{Path: dir + "/" + prefix, Data: []byte(data), Acl: b.acl, Flags: zk.FlagEphemeralSequential}
 	if !b.plainCreate.Load() && !b.crowded.Load() {
 		res, err := b.conn.Multi(create, &zk.SetDataRequest{Path: dir, Version: -1})
 		switch {
