@@ -87,6 +87,11 @@ type fairBackend struct {
 	channel string
 }
 
+// KeepsPayload implements driver.PayloadKeeper: the fair lock keeps no
+// payload, since a release grants the lock to the head of the queue on
+// its behalf, and the queue keeps none.
+func (*fairBackend) KeepsPayload() bool { return false }
+
 // BoundsCalls is New's (see backend.BoundsCalls): on a *redis.Client with
 // ContextTimeoutEnabled, attempts and releases run on the caller's
 // goroutine. An attempt made again after one whose outcome is unknown is

@@ -158,7 +158,7 @@ type waiterEntry struct {
 func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, e waiterEntry, replicas int, wait time.Duration) (driver.Grant, error) {
 	k := keysFor(r.Name)
 	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock(), k.fence(), k.lockWaiters()},
-		r.Owner, ms(r.TTL), hold, luaBool(incr), luaBool(r.Wait), e.id, ms(e.life), luaBool(e.had))
+		r.Owner, ms(r.TTL), hold, luaBool(incr), luaBool(r.Wait), e.id, ms(e.life), luaBool(e.had), r.Payload)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
@@ -311,7 +311,7 @@ func (b handing) Transfer(ctx context.Context, h driver.Hold, r driver.Request) 
 // many replicas within wait.
 func transferOn(ctx context.Context, c redis.Scripter, replicas int, wait time.Duration, script *redis.Script, keys []string, h driver.Hold, r driver.Request) (driver.Grant, error) {
 	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, script, keys,
-		h.Owner, holdOf(h), strconv.FormatUint(h.Token, 10), r.Owner, ms(r.TTL))
+		h.Owner, holdOf(h), strconv.FormatUint(h.Token, 10), r.Owner, ms(r.TTL), r.Payload)
 	token, err := cmd.Int64()
 	if err != nil {
 		return driver.Grant{}, err
@@ -363,6 +363,10 @@ func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool
 	}
 	return wake, b.notifier.target(channel, b.id, wake, cancel), true
 }
+
+// KeepsPayload implements driver.PayloadKeeper: the payload is a field of
+// the lock's hash.
+func (*backend) KeepsPayload() bool { return true }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	return inspectOn(ctx, b.client, name)
@@ -465,6 +469,8 @@ func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder,
 				return dlock.Holder{}, false, fmt.Errorf("redislock: %q holds a malformed token %q", name, v)
 			}
 			h.Token = t
+		case field == "\x00p":
+			h.Payload = v
 		case !strings.HasPrefix(field, "\x00"):
 			h.Owner = field
 		}

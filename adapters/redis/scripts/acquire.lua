@@ -11,6 +11,7 @@
 -- ARGV[6] the waiter's id ('' for none: it is woken by any release),
 -- ARGV[7] how long its entry among the waiters lasts unrefreshed (ms),
 -- ARGV[8] '1' when the waiter may have an entry from an earlier attempt
+-- ARGV[9] the hold's payload ('' for none), kept in field '\0p'
 -- Returns {1, token} when held by owner, {0, pttl} when held by another
 -- (or kept for the waiter a release woke),
 -- {0, ms} when a restarted server holds grants back (restart_wait).
@@ -37,6 +38,9 @@ local function take()
     redis.call('hset', lock, owner, 1, '\0t', token, hold, 1, '\0w', 1)
   else
     redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
+  end
+  if ARGV[9] ~= '' then
+    redis.call('hset', lock, '\0p', ARGV[9])
   end
   redis.call('pexpire', lock, ttl)
   return {1, token}

@@ -3,7 +3,8 @@
 -- release, a publish and an acquire.
 -- KEYS[1] lock hash, KEYS[2] fencing counter
 -- ARGV[1] owner, ARGV[2] hold id, ARGV[3] token of the hold,
--- ARGV[4] new owner (also its hold id), ARGV[5] ttl (ms)
+-- ARGV[4] new owner (also its hold id), ARGV[5] ttl (ms),
+-- ARGV[6] the new hold's payload ('' for none)
 -- Returns the new token, or 0 when nothing changed: the hold is gone, or
 -- its owner holds the lock more than once.
 local lock, hold = KEYS[1], '\0h' .. ARGV[2]
@@ -16,6 +17,9 @@ redis.call('del', lock)
 redis.call('hset', lock, ARGV[4], 1, '\0t', token, '\0h' .. ARGV[4], 1)
 if got[4] then -- waiters of other Lockers still wait for the release
   redis.call('hset', lock, '\0w', 1)
+end
+if ARGV[6] ~= '' then
+  redis.call('hset', lock, '\0p', ARGV[6])
 end
 redis.call('pexpire', lock, tonumber(ARGV[5]))
 return token
