@@ -40,7 +40,8 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := count.Requests()(ctx)
-	next := waitFor(ctx, waiter, name)
+	const why = "waiter's payload: deploy #7"
+	next := waitFor(ctx, waiter, name, dlock.WithPayload(why))
 	queued(t, ctx, admin, name, 1)
 	n0 := quiesced(ctx, &count)
 	lease := handedOn(t, ctx, first, next, "queued for a grant")
@@ -58,8 +59,8 @@ func TestReleaseGrantsToTheQueuedWaiter(t *testing.T) {
 		t.Errorf("granted token %d, not above the last holder's %d", lease.Token(), first.Token())
 	}
 	h, ok, err := newLocker(t, admin).Inspect(ctx, name)
-	if err != nil || !ok || h.Owner != lease.Owner() || h.Token != lease.Token() {
-		t.Fatalf("Inspect: %+v %v %v, want the waiter's hold (%q, token %d)", h, ok, err, lease.Owner(), lease.Token())
+	if err != nil || !ok || h.Owner != lease.Owner() || h.Token != lease.Token() || h.Payload != why {
+		t.Fatalf("Inspect: %+v %v %v, want the waiter's hold (%q, token %d, payload %q)", h, ok, err, lease.Owner(), lease.Token(), why)
 	}
 	if exp := serverExpiry(t, ctx, admin, name); !lease.Deadline().Before(exp) {
 		t.Fatalf("the waiter's lease ends at %v, not before the server's expiry %v", lease.Deadline(), exp)

@@ -36,14 +36,15 @@ import (
 // polling waiters write (and flush the log for) the row at most twice a
 // second between them.
 const myAcquire = `
-INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at)
-VALUES (?, ?, 1, LAST_INSERT_ID(` + myClock + `), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+INSERT INTO dlock_locks (name, owner, reentry, token, acquired_at, expires_at, payload)
+VALUES (?, ?, 1, LAST_INSERT_ID(` + myClock + `), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))
 ON DUPLICATE KEY UPDATE
 	owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner), VALUES(owner), owner),
 	token       = IF(NOT owner <=> VALUES(owner), token + LAST_INSERT_ID(0),
 	              IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)), LAST_INSERT_ID(token))),
 	reentry     = IF(NOT owner <=> VALUES(owner), reentry, IF(expires_at <= UTC_TIMESTAMP(6), 1, GREATEST(reentry, 1))),
 	acquired_at = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
+	payload     = IF(owner <=> VALUES(owner) AND expires_at <= UTC_TIMESTAMP(6), VALUES(payload), payload),
 	expires_at  = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at),
 	waited_at   = IF(owner <=> VALUES(owner) OR waited_at > UTC_TIMESTAMP(6) - INTERVAL 500000 MICROSECOND, waited_at, UTC_TIMESTAMP(6))`
 
@@ -70,6 +71,7 @@ const myRelease = `
 UPDATE dlock_locks SET
 	reentry    = reentry - 1,
 	owner      = IF(reentry = 0, NULL, owner),
+	payload    = IF(reentry = 0, NULL, payload),
 	expires_at = IF(reentry = 0, '1970-01-01', expires_at)
 WHERE name = ? AND owner = ? AND (token = ? OR ? = 0) AND expires_at > UTC_TIMESTAMP(6)`
 
@@ -82,6 +84,7 @@ WHERE name = ? AND owner = ? AND (token = ? OR ? = 0) AND expires_at > UTC_TIMES
 const myTransfer = `
 UPDATE dlock_locks SET
 	owner       = ?,
+	payload     = NULLIF(?, ''),
 	token       = LAST_INSERT_ID(GREATEST(token + 1, ` + myClock + `)),
 	acquired_at = UTC_TIMESTAMP(6),
 	expires_at  = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
@@ -99,7 +102,7 @@ const waitedWindow = time.Second
 const missesKept = 256
 
 const myInspect = `
-SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, '')
 FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)`
 
 // mysql runs its statements with their arguments inlined
@@ -185,7 +188,7 @@ func (m *mysql) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool) 
 }
 
 func (m *mysql) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquire, r.Name, r.Owner, micros(r.TTL)))
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myAcquire, r.Name, r.Owner, micros(r.TTL), r.Payload))
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -222,7 +225,7 @@ func (m *mysql) Release(ctx context.Context, h driver.Hold) error {
 }
 
 func (m *mysql) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
-	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, micros(r.TTL), h.Name, h.Owner, h.Token, micros(m.window(h.Name))))
+	res, err := m.db.ExecContext(ctx, sqldialect.MySQLInline(myTransfer, r.Owner, r.Payload, micros(r.TTL), h.Name, h.Owner, h.Token, micros(m.window(h.Name))))
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -270,16 +273,16 @@ func (m *mysql) changed(ctx context.Context, res sql.Result, h driver.Hold) erro
 
 func (m *mysql) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	var (
-		owner  string
-		token  uint64
+		h      dlock.Holder
 		leftUS int64
 	)
-	err := m.db.QueryRowContext(ctx, myInspect, name).Scan(&owner, &token, &leftUS)
+	err := m.db.QueryRowContext(ctx, myInspect, name).Scan(&h.Owner, &h.Token, &leftUS, &h.Payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dlock.Holder{}, false, nil
 	}
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	return dlock.Holder{Owner: owner, Token: token, TTL: timeunit.Of(leftUS, time.Microsecond)}, true, nil
+	h.TTL = timeunit.Of(leftUS, time.Microsecond)
+	return h, true, nil
 }

@@ -40,7 +40,7 @@ const notifyChannel = "dlock_locks"
 var pgAcquire = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
-), taken AS (` + pgTake + `
+), taken AS (` + pgTake("$4") + `
 )` + pgOutcome(`NOT EXISTS (SELECT 1 FROM dlock_waiters WHERE name = $1 AND expires_at > now())`)
 
 // pgAcquireQueued is pgAcquire for an attempt of a listening process
@@ -52,18 +52,19 @@ WITH cur AS (
 // waiters of the process still wait ($6), sends it to the back. The rows
 // are in an unlogged table: a failed attempt stays free of WAL flushes.
 // The row says that the process listens on a channel of its own
-// (own_channel). A failed attempt also leaves its owner, TTL and number
-// ($8) in the row, for a release to grant the lock to (see
+// (own_channel). A failed attempt also leaves its owner, TTL, number
+// ($8) and payload ($9) in the row, for a release to grant the lock to (see
 // pgRelease); a successful one clears the owner, so the process's
 // other waiters are woken to try for themselves.
 var pgAcquireQueued = `
 WITH cur AS (
 	SELECT owner, token, expires_at FROM dlock_locks WHERE name = $1
-), taken AS (` + pgTake + `
+), taken AS (` + pgTake("$9") + `
 ), queued AS (
-	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt)
+	INSERT INTO dlock_waiters AS w (name, pid, since, expires_at, own_channel, owner, ttl_us, attempt, payload)
 	SELECT $1, $4, now(), now() + $7 * interval '1 microsecond', true,
-		CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE $2::varchar END, $3::bigint, $8::bigint
+		CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE $2::varchar END, $3::bigint, $8::bigint,
+		CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE NULLIF($9::varchar, '') END
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM taken) THEN $6::boolean ELSE $5::boolean END
 	ON CONFLICT (name, pid) DO UPDATE SET
 		since       = CASE WHEN EXISTS (SELECT 1 FROM taken) OR w.expires_at <= now() THEN now() ELSE w.since END,
@@ -71,7 +72,8 @@ WITH cur AS (
 		own_channel = true,
 		owner       = EXCLUDED.owner,
 		ttl_us      = EXCLUDED.ttl_us,
-		attempt     = EXCLUDED.attempt
+		attempt     = EXCLUDED.attempt,
+		payload     = EXCLUDED.payload
 ), dequeued AS (
 	DELETE FROM dlock_waiters
 	WHERE name = $1 AND pid = $4 AND NOT $6::boolean AND EXISTS (SELECT 1 FROM taken)
@@ -90,20 +92,26 @@ var pgQueuedOutcome = pgOutcome(`NOT ($6::boolean OR EXISTS (
 // idempotent (driver.DeadlineBound). One granted to the owner by a
 // release and not yet taken (reentry 0, see pgRelease) is taken as
 // its one hold, with its token. Either way its expiry is pushed to this
-// attempt's TTL, from which the waiter counts its lease.
-const pgTake = `
-	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at)
-	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond'
+// attempt's TTL, from which the waiter counts its lease. A hold taken
+// anew stores the payload, the parameter named by payload (an empty
+// string for none);
+// one taken again, or granted by a release, keeps the one it has.
+func pgTake(payload string) string {
+	return `
+	INSERT INTO dlock_locks AS l (name, owner, reentry, token, acquired_at, expires_at, payload)
+	SELECT $1, $2::varchar, 1, ` + pgClock + `, now(), now() + $3 * interval '1 microsecond', NULLIF(` + payload + `::varchar, '')
 	WHERE CASE WHEN EXISTS (SELECT 1 FROM cur WHERE expires_at > now() AND owner <> $2::varchar) THEN false
 	           ELSE pg_try_advisory_xact_lock(` + gateClass + `, hashtext($1)) END
 	ON CONFLICT (name) DO UPDATE SET
 		owner       = EXCLUDED.owner,
+		payload     = CASE WHEN l.expires_at > now() THEN l.payload ELSE EXCLUDED.payload END,
 		reentry     = CASE WHEN l.expires_at > now() THEN GREATEST(l.reentry, 1) ELSE 1 END,
 		token       = CASE WHEN l.expires_at > now() THEN l.token ELSE GREATEST(l.token + 1, ` + pgClock + `) END,
 		acquired_at = CASE WHEN l.expires_at > now() THEN l.acquired_at ELSE now() END,
 		expires_at  = GREATEST(l.expires_at, EXCLUDED.expires_at)
 	WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
 	RETURNING token`
+}
 
 // pgOutcome is the result row of pgAcquire and pgAcquireQueued: taken,
 // the token, the holder's remaining lease in µs when not taken, and
@@ -170,13 +178,14 @@ WITH ` + with + `gone AS (
 	UPDATE dlock_locks l SET
 		reentry     = CASE WHEN l.reentry > 1 THEN l.reentry - 1 ELSE 0 END,
 		owner       = CASE WHEN l.reentry > 1 THEN l.owner ELSE g.owner END,
+		payload     = CASE WHEN l.reentry > 1 THEN l.payload ELSE g.payload END,
 		token       = CASE WHEN l.reentry > 1 OR g.owner IS NULL THEN l.token ELSE GREATEST(l.token + 1, ` + pgClock + `) END,
 		acquired_at = CASE WHEN l.reentry > 1 OR g.owner IS NULL THEN l.acquired_at ELSE now() END,
 		expires_at  = CASE WHEN l.reentry > 1 THEN l.expires_at
 		                   WHEN g.owner IS NULL THEN 'epoch'
 		                   ELSE now() + g.term_us * interval '1 microsecond' END
 	FROM (SELECT) one LEFT JOIN (
-		SELECT owner, t.term_us FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
+		SELECT owner, payload, t.term_us FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
 		WHERE owner <> $2 AND own_channel AND head.term_us > 0 AND t.lazy
 	) g ON true
 	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3 = 0) AND l.expires_at > now()` + match + `
@@ -237,6 +246,7 @@ const pgLeaveUpdate = `
 	UPDATE dlock_locks SET
 		reentry    = GREATEST(reentry - 1, 0),
 		owner      = CASE WHEN reentry > 1 THEN owner END,
+		payload    = CASE WHEN reentry > 1 THEN payload END,
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
 	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()`
 
@@ -266,7 +276,7 @@ func pgHead(grants bool) string {
 	if grants {
 		// term_us: the grant's term, the waiter's TTL or, when
 		// shorter, what is left of the process's place in the queue.
-		cols += `, owner, attempt,
+		cols += `, owner, payload, attempt,
 				LEAST(ttl_us, ceil(extract(epoch FROM expires_at - now()) * 1e6)::bigint) AS term_us`
 	}
 	return `
@@ -287,8 +297,8 @@ WITH gone AS (
 )
 SELECT ` + pgWake + ` FROM (SELECT) one LEFT JOIN (` + pgHead(false) + `) head ON true`
 
-// pgTransfer hands a hold, the only one of its owner, to owner $4 for $5
-// µs with the next token, as a grant: one that ends no later than the
+// pgTransfer hands a hold, the only one of its owner, to owner $4 (with
+// payload $7) for $5 µs with the next token, as a grant: one that ends no later than the
 // hold it replaces commits without waiting for its WAL flush, any other
 // waits for it as an acquire does (see pgLazy; the Client gives back an
 // outcome it did not learn, so a wait it gave up on grants nothing to
@@ -301,6 +311,7 @@ var pgTransfer = `
 WITH handed AS (
 	UPDATE dlock_locks l SET
 		owner       = $4,
+		payload     = NULLIF($7::varchar, ''),
 		token       = GREATEST(l.token + 1, ` + pgClock + `),
 		acquired_at = now(),
 		expires_at  = now() + t.term_us * interval '1 microsecond'
@@ -342,7 +353,7 @@ func pgLazy(termUS string) string {
 }
 
 const pgInspect = `
-SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
+SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, '')
 FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now()`
 
 // gateClass is the first key of the acquire gate's advisory lock, so it
@@ -417,10 +428,10 @@ func (p *postgres) attempt(ctx context.Context, r driver.Request) (a pgAnswer, e
 	}
 	reg := p.registration(r)
 	if reg.pid == 0 {
-		return a, scan(pgAcquire, r.Name, r.Owner, micros(r.TTL))
+		return a, scan(pgAcquire, r.Name, r.Owner, micros(r.TTL), r.Payload)
 	}
 	err = scan(pgAcquireQueued, r.Name, r.Owner, micros(r.TTL), int64(reg.pid), reg.self && r.Wait, reg.others,
-		micros(p.queueTTL), int64(reg.attempt))
+		micros(p.queueTTL), int64(reg.attempt), r.Payload)
 	if err == nil && !a.acquired && reg.attempt != 0 {
 		p.listener.missed(r.Name, r.Owner, reg.attempt)
 	}
@@ -485,7 +496,7 @@ func giveBack(ctx context.Context, db *sql.DB, name, owner string, token uint64,
 func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request) (driver.Grant, error) {
 	var token, termUS int64
 	err := p.db.QueryRowContext(ctx, pgTransfer, h.Name, h.Owner, int64(h.Token), r.Owner, micros(r.TTL),
-		int64(p.registration(r).pid)).Scan(&token, &termUS)
+		int64(p.registration(r).pid), r.Payload).Scan(&token, &termUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, nil
 	}
@@ -497,18 +508,19 @@ func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request
 
 func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	var (
-		owner  string
+		h      dlock.Holder
 		token  int64
 		leftUS int64
 	)
-	err := p.db.QueryRowContext(ctx, pgInspect, name).Scan(&owner, &token, &leftUS)
+	err := p.db.QueryRowContext(ctx, pgInspect, name).Scan(&h.Owner, &token, &leftUS, &h.Payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dlock.Holder{}, false, nil
 	}
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	return dlock.Holder{Owner: owner, Token: uint64(token), TTL: timeunit.Of(leftUS, time.Microsecond)}, true, nil
+	h.Token, h.TTL = uint64(token), timeunit.Of(leftUS, time.Microsecond)
+	return h, true, nil
 }
 
 func (p *postgres) Subscribe(ctx context.Context, r driver.Request) (<-chan struct{}, func(), error) {

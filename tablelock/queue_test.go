@@ -88,10 +88,10 @@ func queuedNow(t *testing.T, ctx context.Context, db *sql.DB, name string) []int
 }
 
 // waitFor starts l.Lock(ctx, name) and returns where its outcome comes.
-func waitFor(ctx context.Context, l dlock.Locker, name string) <-chan dlock.Lease {
+func waitFor(ctx context.Context, l dlock.Locker, name string, opts ...dlock.LockOption) <-chan dlock.Lease {
 	got := make(chan dlock.Lease, 1)
 	go func() {
-		lease, err := l.Lock(ctx, name)
+		lease, err := dlock.LockWith(ctx, l, name, opts...)
 		if err != nil {
 			close(got)
 			return

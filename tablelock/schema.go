@@ -28,20 +28,25 @@ var schemaNeeds = map[sqldialect.Dialect]struct {
 	sqldialect.Postgres: {
 		query: `SELECT to_regclass('dlock_locks') IS NOT NULL,
 	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dlock_waiters') AND attname = 'own_channel' AND NOT attisdropped),
-	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dlock_waiters') AND attname = 'attempt' AND NOT attisdropped)`,
+	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dlock_waiters') AND attname = 'attempt' AND NOT attisdropped),
+	EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dlock_waiters') AND attname = 'payload' AND NOT attisdropped)
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dlock_locks') AND attname = 'payload' AND NOT attisdropped)`,
 		what: []string{
 			"table dlock_locks (PostgreSQL migration 000001)",
 			"column dlock_waiters.own_channel (PostgreSQL migrations 000003 and 000004)",
 			"column dlock_waiters.attempt (PostgreSQL migration 000005)",
+			"column payload (PostgreSQL migration 000008)",
 		},
 	},
 	sqldialect.MySQL: {
 		query: `SELECT
 	EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'dlock_locks'),
-	EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = 'waited_at')`,
+	EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = 'waited_at'),
+	EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = 'payload')`,
 		what: []string{
 			"table dlock_locks (MySQL migration 000001)",
 			"column dlock_locks.waited_at (MySQL migration 000004)",
+			"column dlock_locks.payload (MySQL migration 000011)",
 		},
 	},
 }

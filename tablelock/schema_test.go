@@ -26,17 +26,21 @@ func TestOlderSchemaIsRefusedUntilMigrated(t *testing.T) {
 		redo         []string // the migrations the DBA applies then
 	}{
 		{"postgres/000003", "pgx", "DROP TABLE dlock_waiters", "PostgreSQL migrations 000003 and 000004",
-			[]string{"postgres/000003_create_dlock_waiters.up.sql", "postgres/000004_dlock_waiters_own_channel.up.sql", "postgres/000005_dlock_waiters_grant.up.sql"}},
+			[]string{"postgres/000003_create_dlock_waiters.up.sql", "postgres/000004_dlock_waiters_own_channel.up.sql", "postgres/000005_dlock_waiters_grant.up.sql", "postgres/000008_dlock_payload.up.sql"}},
 		{"postgres/000004", "pgx", "ALTER TABLE dlock_waiters DROP COLUMN own_channel", "PostgreSQL migrations 000003 and 000004",
 			[]string{"postgres/000004_dlock_waiters_own_channel.up.sql"}},
 		{"postgres/000005", "pgx", "ALTER TABLE dlock_waiters DROP COLUMN owner, DROP COLUMN ttl_us, DROP COLUMN attempt", "PostgreSQL migration 000005",
 			[]string{"postgres/000005_dlock_waiters_grant.up.sql"}},
 		{"postgres/000001", "pgx", "DROP TABLE dlock_locks", "PostgreSQL migration 000001",
-			[]string{"postgres/000001_create_dlock_locks.up.sql"}},
+			[]string{"postgres/000001_create_dlock_locks.up.sql", "postgres/000008_dlock_payload.up.sql"}},
+		{"postgres/000008", "pgx", "ALTER TABLE dlock_waiters DROP COLUMN payload", "PostgreSQL migration 000008",
+			[]string{"postgres/000008_dlock_payload.up.sql"}},
 		{"mysql/000004", "mysql", "ALTER TABLE dlock_locks DROP COLUMN waited_at", "MySQL migration 000004",
 			[]string{"mysql/000004_dlock_locks_waited_at.up.sql"}},
 		{"mysql/000001", "mysql", "DROP TABLE dlock_locks", "MySQL migration 000001",
-			[]string{"mysql/000001_create_dlock_locks.up.sql", "mysql/000004_dlock_locks_waited_at.up.sql"}},
+			[]string{"mysql/000001_create_dlock_locks.up.sql", "mysql/000004_dlock_locks_waited_at.up.sql", "mysql/000011_dlock_locks_payload.up.sql"}},
+		{"mysql/000011", "mysql", "ALTER TABLE dlock_locks DROP COLUMN payload", "MySQL migration 000011",
+			[]string{"mysql/000011_dlock_locks_payload.up.sql"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

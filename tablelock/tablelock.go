@@ -24,11 +24,11 @@ const Table = "dlock_locks"
 // Columns are the columns of Table this package reads and writes on
 // PostgreSQL, in order. The migrations create exactly these (a test checks
 // it).
-var Columns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at"}
+var Columns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at", "payload"}
 
 // MySQLColumns are Columns on MySQL/MariaDB, where waiters also stamp
 // waited_at (see migration 000004).
-var MySQLColumns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at", "waited_at"}
+var MySQLColumns = []string{"name", "owner", "reentry", "token", "acquired_at", "expires_at", "waited_at", "payload"}
 
 // Locker is a lock table client, safe for concurrent use by every
 // goroutine of a process.
@@ -131,6 +131,7 @@ var (
 	_ driver.Transferer    = (*backend)(nil)
 	_ driver.Leaver        = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
+	_ driver.PayloadKeeper = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 	_ dlock.Recorder       = (*backend)(nil)
 )
@@ -307,7 +308,7 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 			h      dlock.Held
 			leftUS int64
 		)
-		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS); err != nil {
+		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS, &h.Payload); err != nil {
 			return nil, errors.Join(err, rows.Close())
 		}
 		h.TTL = timeunit.Of(leftUS, time.Microsecond)
@@ -330,7 +331,7 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 	}
 	var h dlock.Holder
 	if _, ok := d.(*mysql); !ok {
-		err = b.db.QueryRowContext(ctx, pgForceRelease, name).Scan(&h.Owner, &h.Token)
+		err = b.db.QueryRowContext(ctx, pgForceRelease, name).Scan(&h.Owner, &h.Token, &h.Payload)
 	} else {
 		err = myForceRelease(ctx, b.db, name, &h)
 	}
@@ -350,13 +351,14 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 // process (see listener), and returns the holder it evicted.
 const pgForceRelease = `
 WITH old AS (
-	SELECT owner, token FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now() FOR UPDATE
+	SELECT owner, token, coalesce(payload, '') AS payload FROM dlock_locks
+	WHERE name = $1 AND owner IS NOT NULL AND expires_at > now() FOR UPDATE
 ), freed AS (
-	UPDATE dlock_locks l SET owner = NULL, reentry = 0, expires_at = 'epoch', token = GREATEST(l.token + 1, ` + pgClock + `)
+	UPDATE dlock_locks l SET owner = NULL, payload = NULL, reentry = 0, expires_at = 'epoch', token = GREATEST(l.token + 1, ` + pgClock + `)
 	FROM old WHERE l.name = $1
-	RETURNING old.owner, old.token
+	RETURNING old.owner, old.token, old.payload
 )
-SELECT owner, token FROM freed WHERE pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL`
+SELECT owner, token, payload FROM freed WHERE pg_notify('` + notifyChannel + `', '0/' || $1) IS NOT NULL`
 
 // myForceRelease is pgForceRelease on MySQL, in a transaction of two
 // statements.
@@ -365,10 +367,10 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 	if err != nil {
 		return err
 	}
-	err = tx.QueryRowContext(ctx, `SELECT owner, token FROM dlock_locks
-		WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, name).Scan(&h.Owner, &h.Token)
+	err = tx.QueryRowContext(ctx, `SELECT owner, token, IFNULL(payload, '') FROM dlock_locks
+		WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, name).Scan(&h.Owner, &h.Token, &h.Payload)
 	if err == nil {
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, reentry = 0, expires_at = '1970-01-01',
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, payload = NULL, reentry = 0, expires_at = '1970-01-01',
 			token = GREATEST(token + 1, `+myClock+`) WHERE name = ?`, name)
 	}
 	if err != nil {
@@ -380,14 +382,18 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 // The statements of List.
 const (
 	pgList = `
-SELECT name, owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint
+SELECT name, owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, '')
 FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > now() AND substr(name, 1, char_length($1)) = $1
 ORDER BY name LIMIT $2`
 	myList = `
-SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, '')
 FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) AND LEFT(name, CHAR_LENGTH(?)) = ?
 ORDER BY name LIMIT ?`
 )
+
+// KeepsPayload implements driver.PayloadKeeper: the payload is a column
+// of the lock's row (migrations PostgreSQL 000008, MySQL 000011).
+func (*backend) KeepsPayload() bool { return true }
 
 // DBSystem implements driver.DBSystem.
 func (b *backend) DBSystem() string { return sqldialect.DBSystem(b.db) }

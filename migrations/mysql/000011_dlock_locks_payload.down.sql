@@ -1,0 +1,1 @@
+ALTER TABLE dlock_locks DROP COLUMN payload;
