@@ -5,7 +5,7 @@
 //	dlock inspect NAME                 who holds NAME: owner, token, TTL left
 //	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
 //	dlock release [--yes] NAME         take NAME from its holder (asks first)
-//	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD ARGS...
+//	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] [--payload TEXT] NAME -- CMD ARGS...
 //	dlock migrate up|status            the SQL backends' schema (package migrations)
 //	dlock prune [--idle 24h]           delete idle lock rows (SQL backends)
 //
@@ -16,7 +16,8 @@
 // tablelock); --json prints JSON lines instead of text.
 //
 // dlock run takes NAME, waiting up to --timeout (0: as long as it takes),
-// then runs CMD with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER in its
+// with --payload (who and why) stored beside the hold where the backend
+// keeps one (dlock.WithPayload; ls and inspect show it), then runs CMD with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER in its
 // environment, so the command can fence what it writes with the token. If
 // the lease is lost, CMD gets SIGTERM, and SIGKILL --grace later; a
 // SIGINT or SIGTERM to dlock is passed on to CMD. dlock exits with CMD's
@@ -104,7 +105,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "prune":
 		err = prune(ctx, t, inv.idle, out)
 	case "run":
-		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace}, stdout, stderr)
+		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace, payload: inv.payload}, stdout, stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock:", err)
@@ -125,6 +126,7 @@ type invocation struct {
 	interval, timeout, grace, idle time.Duration
 	limit                          int
 	yes                            bool
+	payload                        string
 }
 
 // subcommands are the arguments each subcommand takes after its flags:
@@ -161,6 +163,7 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
 	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
 	fs.BoolVar(&inv.yes, "yes", false, "release without asking")
+	fs.StringVar(&inv.payload, "payload", "", "who holds the lock and why, kept with it where the backend can (run)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return inv, errors.New("") // the flag package said why
 	}
@@ -178,6 +181,9 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 		if err := dlock.ValidateName(inv.rest[0]); err != nil {
 			return inv, err
 		}
+	}
+	if err := dlock.ValidatePayload(inv.payload); err != nil {
+		return inv, err
 	}
 	return inv, nil
 }
@@ -202,19 +208,24 @@ func (p printer) print(v any, text string) {
 
 // holder is a lock's state, as inspect and watch print it.
 type holder struct {
-	Name  string `json:"name"`
-	Held  bool   `json:"held"`
-	Owner string `json:"owner,omitempty"`
-	Token uint64 `json:"token,omitempty"`
-	TTLMS int64  `json:"ttl_ms,omitempty"`
-	At    string `json:"at"`
+	Name    string `json:"name"`
+	Held    bool   `json:"held"`
+	Owner   string `json:"owner,omitempty"`
+	Token   uint64 `json:"token,omitempty"`
+	TTLMS   int64  `json:"ttl_ms,omitempty"`
+	Payload string `json:"payload,omitempty"`
+	At      string `json:"at"`
 }
 
 func (h holder) String() string {
 	if !h.Held {
 		return fmt.Sprintf("%s %s is free", h.At, h.Name)
 	}
-	return fmt.Sprintf("%s %s is held by %s, token %d, %v left", h.At, h.Name, h.Owner, h.Token, time.Duration(h.TTLMS)*time.Millisecond)
+	line := fmt.Sprintf("%s %s is held by %s, token %d, %v left", h.At, h.Name, h.Owner, h.Token, time.Duration(h.TTLMS)*time.Millisecond)
+	if h.Payload != "" {
+		line += fmt.Sprintf(": %q", h.Payload)
+	}
+	return line
 }
 
 func look(ctx context.Context, t *target, name string) (holder, error) {
@@ -222,7 +233,7 @@ func look(ctx context.Context, t *target, name string) (holder, error) {
 	if err != nil {
 		return holder{}, err
 	}
-	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(),
+	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), Payload: h.Payload,
 		At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
 }
 
@@ -237,7 +248,7 @@ func list(ctx context.Context, t *target, prefix string, limit int, out printer)
 	}
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, h := range held {
-		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), At: at}
+		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), Payload: h.Payload, At: at}
 		out.print(hd, hd.String())
 	}
 	return nil

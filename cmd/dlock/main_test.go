@@ -87,9 +87,10 @@ func TestRunUnderTheLock(t *testing.T) {
 			if err := os.WriteFile(dir+"/go", nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			const why = "nightly report, started by cron"
 			first := make(chan string, 1)
 			go func() {
-				code, out, errOut := dlockCmd(ctx, "run", "--url", u, "--ttl", "5s", name, "--",
+				code, out, errOut := dlockCmd(ctx, "run", "--url", u, "--ttl", "5s", "--payload", why, name, "--",
 					"sh", "-c", `echo "$DLOCK_NAME $DLOCK_TOKEN" > `+started+`; while [ -e `+dir+`/go ]; do sleep 0.05; done; exit 7`)
 				first <- strconv.Itoa(code) + "|" + out + "|" + errOut
 			}()
@@ -105,14 +106,17 @@ func TestRunUnderTheLock(t *testing.T) {
 			}
 			code, out, errOut := dlockCmd(ctx, "inspect", "--url", u, "--json", name)
 			var h holder
-			if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.Held || strconv.FormatUint(h.Token, 10) != token {
-				t.Fatalf("inspect while run holds: %d %q %q, want held with token %s", code, out, errOut, token)
+			if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.Held || strconv.FormatUint(h.Token, 10) != token || h.Payload != why {
+				t.Fatalf("inspect while run holds: %d %q %q, want held with token %s and payload %q", code, out, errOut, token, why)
 			}
 			if backend != "advisory" {
 				code, out, errOut = dlockCmd(ctx, "ls", "--url", u, "--json", name[:len(name)-4])
 				h = holder{}
-				if code != 0 || json.Unmarshal([]byte(out), &h) != nil || h.Name != name || strconv.FormatUint(h.Token, 10) != token {
-					t.Fatalf("ls while run holds: %d %q %q, want %s with token %s", code, out, errOut, name, token)
+				if code != 0 || json.Unmarshal([]byte(out), &h) != nil || h.Name != name || strconv.FormatUint(h.Token, 10) != token || h.Payload != why {
+					t.Fatalf("ls while run holds: %d %q %q, want %s with token %s and payload %q", code, out, errOut, name, token, why)
+				}
+				if code, out, _ = dlockCmd(ctx, "ls", "--url", u, name[:len(name)-4]); !strings.Contains(out, strconv.Quote(why)) {
+					t.Fatalf("ls while run holds: %d %q, want the payload in the line", code, out)
 				}
 			}
 			// A second run with a short timeout does not get the lock.
@@ -221,6 +225,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--url", "redis://127.0.0.1:1/0", "x", "--"}, "no command"},
 		{[]string{"inspect", "--url", "postgres://127.0.0.1:1/x", "--lock", "zookeeper", "x"}, "--lock"},
 		{[]string{"migrate", "--url", "redis://127.0.0.1:1/0", "sideways"}, "postgres:// and mysql://"},
+		{[]string{"run", "--url", "redis://127.0.0.1:1/0", "--payload", strings.Repeat("x", dlock.MaxPayloadLen+1), "x", "--", "true"}, "the limit is"},
+		{[]string{"run", "--url", "redis://127.0.0.1:1/0", "--payload", "two\nlines", "x", "--", "true"}, "unprintable"},
 	} {
 		code, _, errOut := dlockCmd(ctx, c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {

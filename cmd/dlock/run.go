@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/dlockhq/dlock"
 )
 
 // runSpec is what dlock run was asked to do.
@@ -18,18 +20,20 @@ type runSpec struct {
 	argv    []string
 	timeout time.Duration // for the lock; 0: no limit
 	grace   time.Duration // between SIGTERM and SIGKILL
+	payload string        // dlock.WithPayload; "" for none
 }
 
 // run takes the lock, runs the command under it and returns the exit
 // status (see the package doc).
 func run(ctx context.Context, t *target, r runSpec, stdout, stderr io.Writer) int {
-	lctx := ctx
+	var opts []dlock.LockOption
 	if r.timeout > 0 {
-		var cancel context.CancelFunc
-		lctx, cancel = context.WithTimeout(ctx, r.timeout)
-		defer cancel()
+		opts = append(opts, dlock.WaitAtMost(r.timeout))
 	}
-	lease, err := t.locker.Lock(lctx, r.name)
+	if r.payload != "" {
+		opts = append(opts, dlock.WithPayload(r.payload))
+	}
+	lease, err := dlock.LockWith(ctx, t.locker, r.name, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock run:", err)
 		return exitFailed
