@@ -31,6 +31,13 @@
 // holder that has lost its lease checks the lease's fencing [Lease.Token]:
 // tokens strictly increase across holders.
 //
+// Per call. [LockWith] and [TryLockWith] (methods of every Client, so
+// of every backend's Locker) take options for one call without changing
+// the Locker interface: [LockTTL] for this hold's lease, [WaitAtMost] to
+// bound the wait, and [WithPayload] for a short text (who holds the lock
+// and why) kept with the hold where the backend can, which Inspect, List
+// and `dlock ls` show.
+//
 // Operating it. Every Client reports OpenTelemetry metrics and spans
 // (wait and hold durations, acquisitions by outcome, leases lost by
 // cause, renewals, waiters and holders; see [WithMeterProvider]), to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dlockhq/dlock"
 )
@@ -64,4 +65,28 @@ func exampleLocker() dlock.Locker {
 		panic(err)
 	}
 	return c
+}
+
+// LockWith sets one call apart: this hold's TTL, how long to wait, and a
+// payload (who holds the lock and why) that Inspect, List and `dlock ls`
+// show while it is held.
+func ExampleLockWith() {
+	ctx := context.Background()
+	locker := exampleLocker() // e.g. tablelock.New(db), once at start-up
+	lease, err := dlock.LockWith(ctx, locker, "deploy:api",
+		dlock.LockTTL(2*time.Minute), dlock.WaitAtMost(10*time.Second), dlock.WithPayload("deploy #4312 by alice"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Unlock(ctx)
+	h, _, _ := locker.(dlock.Inspector).Inspect(ctx, "deploy:api")
+	fmt.Println(h.Payload)
+
+	// Another call chain waits at most 10ms for it.
+	_, err = dlock.LockWith(ctx, locker, "deploy:api", dlock.WaitAtMost(10*time.Millisecond))
+	fmt.Println(errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// deploy #4312 by alice
+	// true true
 }

@@ -159,6 +159,13 @@ func (c *Client) checkPayload(p string) error {
 	if pk, ok := c.backend.(driver.PayloadKeeper); !ok || !pk.KeepsPayload() {
 		return fmt.Errorf("dlock: WithPayload: the backend (%s) keeps no payload with a hold: %w", c.Identity(), errors.ErrUnsupported)
 	}
+	return ValidatePayload(p)
+}
+
+// ValidatePayload returns an error unless p is a payload every backend
+// that keeps one stores as it is (see WithPayload): at most MaxPayloadLen
+// bytes of printable UTF-8. "" (no payload) is valid.
+func ValidatePayload(p string) error {
 	switch {
 	case len(p) > MaxPayloadLen:
 		return fmt.Errorf("dlock: WithPayload: %d bytes, the limit is %d", len(p), MaxPayloadLen)

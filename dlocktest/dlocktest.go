@@ -681,7 +681,7 @@ func (s suite) lockOptions(t *testing.T) {
 	l := s.h.New(t, dlock.WithoutAutoRenew())
 	for _, opt := range []dlock.LockOption{dlock.LockTTL(time.Nanosecond), dlock.WithPayload(strings.Repeat("x", dlock.MaxPayloadLen+1)), dlock.WithPayload("a\nb"), nil} {
 		if le, err := dlock.LockWith(ctx, l, name, opt); err == nil {
-			le.Unlock(ctx)
+			unlockAfterFailure(t, le)
 			t.Fatal("LockWith a bad option: no error")
 		}
 	}
@@ -712,7 +712,9 @@ func (s suite) lockOptions(t *testing.T) {
 	// WaitAtMost: a wait for a held name ends with ErrNotAcquired.
 	for _, d := range []time.Duration{0, s.h.TTL / 4} {
 		if le, err := dlock.LockWith(ctx, l, name, dlock.WaitAtMost(d)); !errors.Is(err, dlock.ErrNotAcquired) {
-			unlockAfterFailure(t, le)
+			if le != nil {
+				unlockAfterFailure(t, le)
+			}
 			t.Fatalf("LockWith(WaitAtMost(%v)) of a held name: %v, want ErrNotAcquired", d, err)
 		}
 	}
