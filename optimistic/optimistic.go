@@ -61,6 +61,11 @@ func NewTable(db *sql.DB, name, id, version string) (*Table, error) {
 	if db == nil {
 		return nil, errors.New("optimistic: nil *sql.DB")
 	}
+	return newTable(db, name, id, version)
+}
+
+// newTable is NewTable, db nil for a table whose dialect is set.
+func newTable(db *sql.DB, name, id, version string) (*Table, error) {
 	for _, ident := range []string{name, id, version} {
 		if !sqldialect.ValidIdentifier(ident) {
 			return nil, fmt.Errorf("optimistic: invalid identifier %q: want a letter or _, then letters, digits or _, at most 63 bytes", ident)
@@ -91,29 +96,61 @@ func (t *Table) dialect(ctx context.Context) (sqldialect.Dialect, error) {
 // Get reads the row's version and the named columns into dest (one
 // pointer per column). It returns sql.ErrNoRows when there is no row.
 func (t *Table) Get(ctx context.Context, q Querier, id any, cols []string, dest ...any) (version int64, err error) {
-	if len(cols) != len(dest) {
-		return 0, fmt.Errorf("optimistic: %d columns but %d destinations", len(cols), len(dest))
-	}
-	if err := checkColumns(cols); err != nil {
-		return 0, err
-	}
-	d, err := t.dialect(ctx)
+	query, err := t.selectRow(ctx, cols, dest)
 	if err != nil {
 		return 0, err
 	}
-	quoted := quoteAll(d, cols)
-	sel := append([]string{t.version}, quoted...)
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", strings.Join(sel, ", "), t.name, t.id, d.Placeholder(1))
 	err = q.QueryRowContext(ctx, query, id).Scan(append([]any{&version}, dest...)...)
 	return version, err
+}
+
+// selectRow is Get's statement, after its checks.
+func (t *Table) selectRow(ctx context.Context, cols []string, dest []any) (string, error) {
+	if len(cols) != len(dest) {
+		return "", fmt.Errorf("optimistic: %d columns but %d destinations", len(cols), len(dest))
+	}
+	if err := checkColumns(cols); err != nil {
+		return "", err
+	}
+	d, err := t.dialect(ctx)
+	if err != nil {
+		return "", err
+	}
+	sel := append([]string{t.version}, quoteAll(d, cols)...)
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", strings.Join(sel, ", "), t.name, t.id, d.Placeholder(1)), nil
 }
 
 // Update sets the columns in set on the row with the given id, if its
 // version is still version, and returns the new version (version+1). It
 // returns ErrConflict when the version moved on or the row is gone.
 func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set map[string]any) (int64, error) {
+	query, args, err := t.updateRow(ctx, id, version, set)
+	if err != nil {
+		return 0, err
+	}
+	res, err := e.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return t.updated(rows, id, version)
+}
+
+// updated is Update's outcome for the rows the statement changed.
+func (t *Table) updated(rows int64, id any, version int64) (int64, error) {
+	if rows == 0 {
+		return 0, fmt.Errorf("%w: %s %v is not at version %d", ErrConflict, t.rawName, id, version)
+	}
+	return version + 1, nil
+}
+
+// updateRow is Update's statement and its arguments, after its checks.
+func (t *Table) updateRow(ctx context.Context, id any, version int64, set map[string]any) (string, []any, error) {
 	if len(set) == 0 {
-		return 0, errors.New("optimistic: nothing to set")
+		return "", nil, errors.New("optimistic: nothing to set")
 	}
 	cols := make([]string, 0, len(set))
 	for c := range set {
@@ -121,16 +158,16 @@ func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set
 	}
 	slices.Sort(cols) // a stable statement text, so drivers can cache it
 	if err := checkColumns(cols); err != nil {
-		return 0, err
+		return "", nil, err
 	}
 	for _, c := range cols {
 		if c == t.rawID || c == t.rawV {
-			return 0, fmt.Errorf("optimistic: Update cannot set the %s column", c)
+			return "", nil, fmt.Errorf("optimistic: Update cannot set the %s column", c)
 		}
 	}
 	d, err := t.dialect(ctx)
 	if err != nil {
-		return 0, err
+		return "", nil, err
 	}
 	var b strings.Builder
 	args := make([]any, 0, len(cols)+2)
@@ -142,18 +179,7 @@ func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set
 	n := len(cols)
 	fmt.Fprintf(&b, "%s = %s + 1 WHERE %s = %s AND %s = %s", t.version, t.version, t.id, d.Placeholder(n+1), t.version, d.Placeholder(n+2))
 	args = append(args, id, version)
-	res, err := e.ExecContext(ctx, b.String(), args...)
-	if err != nil {
-		return 0, err
-	}
-	rows, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	if rows == 0 {
-		return 0, fmt.Errorf("%w: %s %v is not at version %d", ErrConflict, t.rawName, id, version)
-	}
-	return version + 1, nil
+	return b.String(), args, nil
 }
 
 // checkColumns refuses, before any I/O, a column that is not a plain

@@ -108,8 +108,15 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 	if err != nil {
 		return fmt.Errorf("pessimistic: %w", err)
 	}
+	return retry(ctx, &cfg, func() error { return once(ctx, db, d, fn, &cfg) })
+}
+
+// retry runs once, a whole transaction, again after a jittered pause
+// while it ends in a deadlock or serialization failure, at most
+// cfg.maxAttempts times, and classifies the error it ends with.
+func retry(ctx context.Context, cfg *config, once func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := once(ctx, db, d, fn, &cfg)
+		err := once()
 		if err == nil {
 			return nil
 		}
