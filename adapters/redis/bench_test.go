@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
@@ -84,4 +87,19 @@ func benchClient(b *testing.B, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
 	return c
+}
+
+// BenchmarkUncontendedTelemetry is W1 with OpenTelemetry off (the global
+// no-op providers) and on (an SDK meter provider and a tracer provider
+// batching every span to an exporter that drops them), side by side.
+func BenchmarkUncontendedTelemetry(b *testing.B) {
+	c := benchClient(b, testenv.RedisAddr(b))
+	b.Run("off", func(b *testing.B) { dlocktest.BenchUncontended(b, newLocker(b, c), ping(c)) })
+	b.Run("on", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer mp.Shutdown(context.Background())
+		defer tp.Shutdown(context.Background())
+		dlocktest.BenchUncontended(b, newLocker(b, c, dlock.WithMeterProvider(mp), dlock.WithTracerProvider(tp)), ping(c))
+	})
 }
