@@ -82,6 +82,12 @@ type Holder struct {
 	// Payload is the text the holder's Lock stored with the hold
 	// (WithPayload); "" for none.
 	Payload string
+	// Age is how long the holder has held the lock, since its grant: by
+	// the server's clock where the server keeps the time of the grant
+	// (the lock table, Redis), by the server's wall clock against the
+	// reader's (ZooKeeper), and 0 where the backend does not know (etcd,
+	// advisory locks).
+	Age time.Duration
 }
 
 // Inspector is implemented by backends that can see a lock's holder.
@@ -117,7 +123,15 @@ type ForceReleaser interface {
 type Held struct {
 	Name string
 	Holder
+	// Waiters is how many wait for the lock, as the backend counts them:
+	// processes queued on PostgreSQL's lock table, Lockers queued on
+	// Redis, queue nodes or keys behind the holder on ZooKeeper and etcd.
+	// UnknownWaiters where the backend does not know.
+	Waiters int
 }
+
+// UnknownWaiters is Held.Waiters when the backend cannot count them.
+const UnknownWaiters = -1
 
 // DefaultListLimit is how many held locks Client.List reports when
 // given no limit.

@@ -589,6 +589,7 @@ func (s suite) list(t *testing.T) {
 		t.Skipf("%T's backend cannot list: %v", l, err)
 	}
 	names := []string{prefix + "a", prefix + "b*[?]", prefix + "c%7B{}/d"}
+	start := time.Now()
 	leases := map[string]dlock.Lease{}
 	for _, n := range append([]string{strings.TrimSuffix(prefix, "/") + "x"}, names...) {
 		leases[n] = mustLock(t, ctx, l, n)
@@ -614,6 +615,32 @@ func (s suite) list(t *testing.T) {
 	check(2, names[:2]...)
 	mustUnlock(t, leases[names[1]])
 	check(0, names[0], names[2])
+
+	// A holder's age is no longer than it has held the lock (with a
+	// second for a server's wall clock against this one's), and a waiter
+	// in another Locker is counted where the backend counts them.
+	waiting, stop := context.WithCancel(ctx)
+	defer stop()
+	gaveUp := make(chan struct{})
+	go func() {
+		defer close(gaveUp)
+		if le, err := s.h.New(t).Lock(waiting, names[0]); err == nil {
+			unlockAfterFailure(t, le) // granted only if the test failed first
+		}
+	}()
+	Eventually(t, func() bool {
+		held, err := ls.List(ctx, names[0], 0)
+		if err != nil || len(held) != 1 {
+			t.Fatalf("List(%q): %v %v", names[0], held, err)
+		}
+		h := held[0]
+		if h.Age < 0 || h.Age > time.Since(start)+time.Second {
+			t.Fatalf("List: %q held for %v, want at most %v", h.Name, h.Age, time.Since(start))
+		}
+		return h.Waiters == dlock.UnknownWaiters || h.Waiters >= 1
+	}, "the waiter counted by List")
+	stop()
+	<-gaveUp
 }
 
 // forceRelease checks dlock.ForceReleaser, where the backend has it: a

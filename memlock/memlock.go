@@ -47,7 +47,8 @@ type Server struct {
 
 type lock struct {
 	owner    string
-	payload  string // driver.Request.Payload
+	payload  string    // driver.Request.Payload
+	granted  time.Time // when the hold began
 	token    uint64
 	reentry  int
 	expires  time.Time
@@ -179,7 +180,7 @@ func (s *Server) wake(name string) {
 
 // holder is l's holder as Inspect reports it at now.
 func (l *lock) holder(now time.Time) dlock.Holder {
-	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now), Payload: l.payload}
+	return dlock.Holder{Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now), Payload: l.payload, Age: now.Sub(l.granted)}
 }
 
 // free reports whether name's lock l can be granted to another owner at
@@ -245,7 +246,7 @@ func (b backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, e
 	switch {
 	case free(l, now):
 		s.tokens[r.Name]++
-		l = &lock{owner: r.Owner, payload: r.Payload, token: s.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL), lost: make(chan error, 1)}
+		l = &lock{owner: r.Owner, payload: r.Payload, granted: now, token: s.tokens[r.Name], reentry: 1, expires: now.Add(r.TTL), lost: make(chan error, 1)}
 		s.locks[r.Name] = l
 		return driver.Grant{Acquired: true, Token: l.token, Lost: l.lost}, nil
 	case l.owner == r.Owner && !l.expiring:
@@ -375,7 +376,7 @@ func (b backend) List(ctx context.Context, prefix string, limit int) ([]dlock.He
 	var held []dlock.Held
 	for name, l := range s.locks {
 		if strings.HasPrefix(name, prefix) && !free(l, now) {
-			held = append(held, dlock.Held{Name: name, Holder: l.holder(now)})
+			held = append(held, dlock.Held{Name: name, Holder: l.holder(now), Waiters: dlock.UnknownWaiters})
 		}
 	}
 	slices.SortFunc(held, func(a, b dlock.Held) int { return strings.Compare(a.Name, b.Name) })

@@ -102,7 +102,8 @@ const waitedWindow = time.Second
 const missesKept = 256
 
 const myInspect = `
-SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, '')
+SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, ''),
+	IFNULL(TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)), 0)
 FROM dlock_locks WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)`
 
 // mysql runs its statements with their arguments inlined
@@ -273,16 +274,16 @@ func (m *mysql) changed(ctx context.Context, res sql.Result, h driver.Hold) erro
 
 func (m *mysql) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	var (
-		h      dlock.Holder
-		leftUS int64
+		h             dlock.Holder
+		leftUS, ageUS int64
 	)
-	err := m.db.QueryRowContext(ctx, myInspect, name).Scan(&h.Owner, &h.Token, &leftUS, &h.Payload)
+	err := m.db.QueryRowContext(ctx, myInspect, name).Scan(&h.Owner, &h.Token, &leftUS, &h.Payload, &ageUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dlock.Holder{}, false, nil
 	}
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	h.TTL = timeunit.Of(leftUS, time.Microsecond)
+	h.TTL, h.Age = timeunit.Of(leftUS, time.Microsecond), timeunit.Of(ageUS, time.Microsecond)
 	return h, true, nil
 }

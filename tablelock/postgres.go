@@ -353,7 +353,8 @@ func pgLazy(termUS string) string {
 }
 
 const pgInspect = `
-SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, '')
+SELECT owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, ''),
+	coalesce((extract(epoch FROM now() - acquired_at) * 1e6)::bigint, 0)
 FROM dlock_locks WHERE name = $1 AND owner IS NOT NULL AND expires_at > now()`
 
 // gateClass is the first key of the acquire gate's advisory lock, so it
@@ -508,18 +509,18 @@ func (p *postgres) Transfer(ctx context.Context, h driver.Hold, r driver.Request
 
 func (p *postgres) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	var (
-		h      dlock.Holder
-		token  int64
-		leftUS int64
+		h             dlock.Holder
+		token         int64
+		leftUS, ageUS int64
 	)
-	err := p.db.QueryRowContext(ctx, pgInspect, name).Scan(&h.Owner, &token, &leftUS, &h.Payload)
+	err := p.db.QueryRowContext(ctx, pgInspect, name).Scan(&h.Owner, &token, &leftUS, &h.Payload, &ageUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dlock.Holder{}, false, nil
 	}
 	if err != nil {
 		return dlock.Holder{}, false, err
 	}
-	h.Token, h.TTL = uint64(token), timeunit.Of(leftUS, time.Microsecond)
+	h.Token, h.TTL, h.Age = uint64(token), timeunit.Of(leftUS, time.Microsecond), timeunit.Of(ageUS, time.Microsecond)
 	return h, true, nil
 }
 

@@ -305,13 +305,13 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 	var held []dlock.Held
 	for rows.Next() {
 		var (
-			h      dlock.Held
-			leftUS int64
+			h             dlock.Held
+			leftUS, ageUS int64
 		)
-		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS, &h.Payload); err != nil {
+		if err := rows.Scan(&h.Name, &h.Owner, &h.Token, &leftUS, &h.Payload, &ageUS, &h.Waiters); err != nil {
 			return nil, errors.Join(err, rows.Close())
 		}
-		h.TTL = timeunit.Of(leftUS, time.Microsecond)
+		h.TTL, h.Age = timeunit.Of(leftUS, time.Microsecond), timeunit.Of(ageUS, time.Microsecond)
 		held = append(held, h)
 	}
 	if err := rows.Err(); err != nil {
@@ -379,14 +379,19 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 	return tx.Commit()
 }
 
-// The statements of List.
+// The statements of List: each held row with its holder, how long it has
+// been held, and its waiters (the processes queued for it on PostgreSQL;
+// MySQL keeps no queue, so dlock.UnknownWaiters).
 const (
 	pgList = `
-SELECT name, owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, '')
-FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > now() AND substr(name, 1, char_length($1)) = $1
+SELECT name, owner, token, (extract(epoch FROM expires_at - now()) * 1e6)::bigint, coalesce(payload, ''),
+	coalesce((extract(epoch FROM now() - acquired_at) * 1e6)::bigint, 0),
+	(SELECT count(*) FROM dlock_waiters w WHERE w.name = l.name AND w.expires_at > now())
+FROM dlock_locks l WHERE owner IS NOT NULL AND expires_at > now() AND substr(name, 1, char_length($1)) = $1
 ORDER BY name LIMIT $2`
 	myList = `
-SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, '')
+SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), IFNULL(payload, ''),
+	IFNULL(TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)), 0), -1
 FROM dlock_locks WHERE owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) AND LEFT(name, CHAR_LENGTH(?)) = ?
 ORDER BY name LIMIT ?`
 )

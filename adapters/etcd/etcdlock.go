@@ -212,13 +212,15 @@ func (b *backend) lost(h driver.Hold, err error) error {
 }
 
 // List implements dlock.Lister: for each name under prefix, the oldest
-// of its keys, in name order.
+// of its keys, in name order, and how many keys wait behind it. etcd
+// keeps no time of a key's creation, so a holder's Age is 0.
 func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.Held, error) {
 	resp, err := b.client.Get(ctx, b.root+"/lock/"+escape(prefix), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	oldest := map[string]*mvccpb.KeyValue{}
+	keys := map[string]int{}
 	var names []string
 	for _, kv := range resp.Kvs {
 		esc, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), b.root+"/lock/"), "/")
@@ -229,6 +231,7 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 		if err != nil || !strings.HasPrefix(name, prefix) {
 			continue
 		}
+		keys[name]++
 		if cur, ok := oldest[name]; !ok {
 			names = append(names, name)
 			oldest[name] = kv
@@ -247,7 +250,7 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 		if ttl.TTL > 0 {
 			h := holderOf(kv)
 			h.TTL = time.Duration(ttl.TTL) * time.Second
-			held = append(held, dlock.Held{Name: name, Holder: h})
+			held = append(held, dlock.Held{Name: name, Holder: h, Waiters: keys[name] - 1})
 		}
 	}
 	return held, nil

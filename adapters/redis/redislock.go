@@ -369,7 +369,8 @@ func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool
 func (*backend) KeepsPayload() bool { return true }
 
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
-	return inspectOn(ctx, b.client, name)
+	h, ok, err := inspectOn(ctx, b.client, name)
+	return h.Holder, ok, err
 }
 
 // List implements dlock.Lister: the lock keys whose names start with
@@ -414,7 +415,7 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 			return nil, err
 		}
 		if ok {
-			held = append(held, dlock.Held{Name: name, Holder: h})
+			held = append(held, h)
 		}
 	}
 	return held, nil
@@ -441,7 +442,7 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 			return dlock.Holder{}, false, err
 		}
 		if n == 1 {
-			return h, true, nil
+			return h.Holder, true, nil
 		}
 	}
 }
@@ -452,31 +453,41 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // tagUnescaper undoes tagEscaper.
 var tagUnescaper = strings.NewReplacer("%7D", "}", "%7B", "{", "%25", "%")
 
-func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Holder, bool, error) {
+// inspectOn reads name's holder on c, and how many wait for it: the
+// Lockers with an entry among its waiters (scripts/lock_waiters.lua) and,
+// for the fair lock, the waiters in its queue.
+func inspectOn(ctx context.Context, c redis.Cmdable, name string) (dlock.Held, bool, error) {
 	k := keysFor(name)
 	pipe := c.Pipeline()
 	all := pipe.HGetAll(ctx, k.lock())
 	pttl := pipe.PTTL(ctx, k.lock())
+	waiters := pipe.ZCard(ctx, k.lockWaiters())
+	queued := pipe.LLen(ctx, k.queue())
+	now := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return dlock.Holder{}, false, err
+		return dlock.Held{}, false, err
 	}
-	var h dlock.Holder
+	h := dlock.Held{Name: name, Waiters: int(waiters.Val() + queued.Val())}
 	for field, v := range all.Val() {
 		switch {
 		case field == "\x00t":
 			t, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				return dlock.Holder{}, false, fmt.Errorf("redislock: %q holds a malformed token %q", name, v)
+				return dlock.Held{}, false, fmt.Errorf("redislock: %q holds a malformed token %q", name, v)
 			}
 			h.Token = t
 		case field == "\x00p":
 			h.Payload = v
+		case field == "\x00a":
+			if at, err := strconv.ParseInt(v, 10, 64); err == nil {
+				h.Age = timeunit.AgeOfUnixMilli(at, now.Val())
+			}
 		case !strings.HasPrefix(field, "\x00"):
 			h.Owner = field
 		}
 	}
 	if h.Owner == "" {
-		return dlock.Holder{}, false, nil
+		return dlock.Held{}, false, nil
 	}
 	h.TTL = pttl.Val()
 	return h, true, nil

@@ -325,8 +325,8 @@ func (b *redlockBackend) Inspect(ctx context.Context, name string) (dlock.Holder
 	holders := make([]dlock.Holder, len(b.clients))
 	held := make([]bool, len(b.clients))
 	errs := b.each(ctx, time.Second, func(ctx context.Context, i int, c redis.UniversalClient) error {
-		var err error
-		holders[i], held[i], err = inspectOn(ctx, c, name)
+		h, ok, err := inspectOn(ctx, c, name)
+		holders[i], held[i] = h.Holder, ok
 		return err
 	})
 	votes := map[[2]any]int{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 type backend struct {
@@ -430,12 +431,12 @@ func (b *backend) List(ctx context.Context, prefix string, limit int) ([]dlock.H
 		if len(held) == limit {
 			break
 		}
-		h, ok, err := b.Inspect(ctx, name)
+		n, ok, err := b.holderNode(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			held = append(held, dlock.Held{Name: name, Holder: h})
+			held = append(held, dlock.Held{Name: name, Holder: n.holder(), Waiters: n.behind})
 		}
 	}
 	return held, nil
@@ -464,16 +465,21 @@ func nodeData(r driver.Request) string {
 // hold's node, after its owner id.
 func (*backend) KeepsPayload() bool { return true }
 
-// lockNode is a lock node as read: its path, data (see nodeData) and stat.
+// lockNode is a lock node as read: its path, data (see nodeData) and
+// stat, and how many nodes were queued behind it.
 type lockNode struct {
-	path string
-	data []byte
-	st   *zk.Stat
+	path   string
+	data   []byte
+	st     *zk.Stat
+	behind int
 }
 
+// holder is the holder whose node n is. Its age is from the node's
+// creation time, by the server's wall clock, to this process's.
 func (n lockNode) holder() dlock.Holder {
 	owner, payload, _ := strings.Cut(string(n.data), "\n")
-	return dlock.Holder{Owner: owner, Payload: payload, Token: uint64(n.st.Czxid)}
+	return dlock.Holder{Owner: owner, Payload: payload, Token: uint64(n.st.Czxid),
+		Age: timeunit.AgeOfUnixMilli(n.st.Ctime, time.Now())}
 }
 
 // holderNode reads the node that holds name's lock; ok is false when none
@@ -489,10 +495,10 @@ func (b *backend) holderNode(ctx context.Context, name string) (lockNode, bool, 
 		if i < 0 {
 			return lockNode{}, false, nil
 		}
-		n := lockNode{path: dir + "/" + q[i]}
+		n := lockNode{path: dir + "/" + q[i], behind: len(q) - 1 - i}
 		n, err = request(ctx, func() (lockNode, error) {
 			data, st, err := b.conn.Get(n.path)
-			return lockNode{n.path, data, st}, err
+			return lockNode{n.path, data, st, n.behind}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile

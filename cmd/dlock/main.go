@@ -1,8 +1,8 @@
 // Command dlock is the operators' command for dlock's locks: it looks at
 // a lock, runs a command under one, and keeps the SQL schema.
 //
-//	dlock ls [--limit 1000] [PREFIX]   the locks held under PREFIX, a line each
-//	dlock inspect NAME                 who holds NAME: owner, token, TTL left
+//	dlock ls [--limit 1000] [PREFIX]   the locks held under PREFIX, a line each, with their waiters
+//	dlock inspect NAME                 who holds NAME: owner, token, TTL left, age, payload
 //	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
 //	dlock release [--yes] NAME         take NAME from its holder (asks first)
 //	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] [--payload TEXT] NAME -- CMD ARGS...
@@ -213,7 +213,11 @@ type holder struct {
 	Owner   string `json:"owner,omitempty"`
 	Token   uint64 `json:"token,omitempty"`
 	TTLMS   int64  `json:"ttl_ms,omitempty"`
+	AgeMS   int64  `json:"age_ms,omitempty"`
 	Payload string `json:"payload,omitempty"`
+	// Waiters is how many wait for the lock (ls), where the backend
+	// counts them.
+	Waiters *int   `json:"waiters,omitempty"`
 	At      string `json:"at"`
 }
 
@@ -222,6 +226,12 @@ func (h holder) String() string {
 		return fmt.Sprintf("%s %s is free", h.At, h.Name)
 	}
 	line := fmt.Sprintf("%s %s is held by %s, token %d, %v left", h.At, h.Name, h.Owner, h.Token, time.Duration(h.TTLMS)*time.Millisecond)
+	if h.AgeMS > 0 {
+		line += fmt.Sprintf(", held %v", time.Duration(h.AgeMS)*time.Millisecond)
+	}
+	if h.Waiters != nil {
+		line += fmt.Sprintf(", %d waiting", *h.Waiters)
+	}
 	if h.Payload != "" {
 		line += fmt.Sprintf(": %q", h.Payload)
 	}
@@ -233,8 +243,8 @@ func look(ctx context.Context, t *target, name string) (holder, error) {
 	if err != nil {
 		return holder{}, err
 	}
-	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), Payload: h.Payload,
-		At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), AgeMS: h.Age.Milliseconds(),
+		Payload: h.Payload, At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
 }
 
 // list prints the locks held under prefix, one line each.
@@ -248,7 +258,11 @@ func list(ctx context.Context, t *target, prefix string, limit int, out printer)
 	}
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, h := range held {
-		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), Payload: h.Payload, At: at}
+		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), AgeMS: h.Age.Milliseconds(),
+			Payload: h.Payload, At: at}
+		if h.Waiters != dlock.UnknownWaiters {
+			hd.Waiters = &h.Waiters
+		}
 		out.print(hd, hd.String())
 	}
 	return nil

@@ -109,11 +109,17 @@ func TestRunUnderTheLock(t *testing.T) {
 			if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.Held || strconv.FormatUint(h.Token, 10) != token || h.Payload != why {
 				t.Fatalf("inspect while run holds: %d %q %q, want held with token %s and payload %q", code, out, errOut, token, why)
 			}
+			if knowsAge := backend != "etcd"; knowsAge != (h.AgeMS > 0) {
+				t.Fatalf("inspect while run holds: age %dms, want it known on %s: %v", h.AgeMS, backend, knowsAge)
+			}
 			if backend != "advisory" {
 				code, out, errOut = dlockCmd(ctx, "ls", "--url", u, "--json", name[:len(name)-4])
 				h = holder{}
 				if code != 0 || json.Unmarshal([]byte(out), &h) != nil || h.Name != name || strconv.FormatUint(h.Token, 10) != token || h.Payload != why {
 					t.Fatalf("ls while run holds: %d %q %q, want %s with token %s and payload %q", code, out, errOut, name, token, why)
+				}
+				if countsWaiters := backend != "mysql"; countsWaiters != (h.Waiters != nil) {
+					t.Fatalf("ls while run holds: %q, want waiters counted on %s: %v", out, backend, countsWaiters)
 				}
 				if code, out, _ = dlockCmd(ctx, "ls", "--url", u, name[:len(name)-4]); !strings.Contains(out, strconv.Quote(why)) {
 					t.Fatalf("ls while run holds: %d %q, want the payload in the line", code, out)

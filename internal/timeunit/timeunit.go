@@ -31,3 +31,11 @@ func Of(n int64, unit time.Duration) time.Duration {
 	}
 	return time.Duration(n) * unit
 }
+
+// AgeOfUnixMilli is how long before now the wall-clock time at (ms since
+// the Unix epoch, a server's clock) was, or 0 for a time after now. It
+// compares wall clocks, so it is for what dlock reports (a holder's age),
+// never for a lease, which the lease code keeps off the wall clock.
+func AgeOfUnixMilli(at int64, now time.Time) time.Duration {
+	return max(now.Sub(time.UnixMilli(at)), 0)
+}

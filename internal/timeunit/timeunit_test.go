@@ -49,3 +49,15 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestAgeOfUnixMilli(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	for _, c := range []struct {
+		at   int64
+		want time.Duration
+	}{{1_000_000, 0}, {999_000, time.Second}, {1_000_500, 0}} {
+		if got := AgeOfUnixMilli(c.at, now); got != c.want {
+			t.Errorf("AgeOfUnixMilli(%d) = %v, want %v", c.at, got, c.want)
+		}
+	}
+}

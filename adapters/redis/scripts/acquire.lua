@@ -12,6 +12,7 @@
 -- ARGV[7] how long its entry among the waiters lasts unrefreshed (ms),
 -- ARGV[8] '1' when the waiter may have an entry from an earlier attempt
 -- ARGV[9] the hold's payload ('' for none), kept in field '\0p'
+-- A grant keeps the server's time of it (ms) in field '\0a', for Inspect.
 -- Returns {1, token} when held by owner, {0, pttl} when held by another
 -- (or kept for the waiter a release woke),
 -- {0, ms} when a restarted server holds grants back (restart_wait).
@@ -33,11 +34,13 @@ local function take()
     -- A waiter that takes the lock leaves the waiters.
     redis.call('zrem', KEYS[3], ARGV[6])
   end
+  local t = redis.call('time')
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if redis.call('zcard', KEYS[3]) > 0 then
     -- Others wait: this hold's release must wake one (release.lua).
-    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1, '\0w', 1)
+    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1, '\0a', at, '\0w', 1)
   else
-    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1)
+    redis.call('hset', lock, owner, 1, '\0t', token, hold, 1, '\0a', at)
   end
   if ARGV[9] ~= '' then
     redis.call('hset', lock, '\0p', ARGV[9])

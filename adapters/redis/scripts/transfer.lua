@@ -14,7 +14,9 @@ if got.err or not got[1] or got[2] ~= ARGV[3] or got[3] ~= '1' then
 end
 local token = next_token(KEYS[2])
 redis.call('del', lock)
-redis.call('hset', lock, ARGV[4], 1, '\0t', token, '\0h' .. ARGV[4], 1)
+local t = redis.call('time')
+redis.call('hset', lock, ARGV[4], 1, '\0t', token, '\0h' .. ARGV[4], 1,
+  '\0a', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 if got[4] then -- waiters of other Lockers still wait for the release
   redis.call('hset', lock, '\0w', 1)
 end
