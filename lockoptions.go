@@ -60,24 +60,26 @@ var _ OptionLocker = (*Client)(nil)
 // LockWith calls l.LockWith when l is an OptionLocker, and l.Lock when no
 // option is given; otherwise it fails before any I/O.
 func LockWith(ctx context.Context, l Locker, name string, opts ...LockOption) (Lease, error) {
-	if ol, ok := l.(OptionLocker); ok {
-		return ol.LockWith(ctx, name, opts...)
-	}
-	if len(opts) > 0 {
-		return nil, fmt.Errorf("dlock: %T takes no LockOptions (it is not an OptionLocker)", l)
-	}
-	return l.Lock(ctx, name)
+	return lockWith(ctx, l, name, opts, OptionLocker.LockWith, Locker.Lock)
 }
 
 // TryLockWith is LockWith for TryLock.
 func TryLockWith(ctx context.Context, l Locker, name string, opts ...LockOption) (Lease, error) {
+	return lockWith(ctx, l, name, opts, OptionLocker.TryLockWith, Locker.TryLock)
+}
+
+// lockWith is LockWith and TryLockWith: with the call, or plain without
+// options.
+func lockWith(ctx context.Context, l Locker, name string, opts []LockOption,
+	with func(OptionLocker, context.Context, string, ...LockOption) (Lease, error),
+	plain func(Locker, context.Context, string) (Lease, error)) (Lease, error) {
 	if ol, ok := l.(OptionLocker); ok {
-		return ol.TryLockWith(ctx, name, opts...)
+		return with(ol, ctx, name, opts...)
 	}
 	if len(opts) > 0 {
 		return nil, fmt.Errorf("dlock: %T takes no LockOptions (it is not an OptionLocker)", l)
 	}
-	return l.TryLock(ctx, name)
+	return plain(l, ctx, name)
 }
 
 // LockWith implements OptionLocker: Lock with opts applied to this call.

@@ -186,31 +186,13 @@ func TestDeadlockRetried(t *testing.T) {
 	for _, driver := range drivers {
 		t.Run(driver, func(t *testing.T) {
 			db := rows(t, driver, 2)
-			var attempts atomic.Int32
-			var barrier sync.WaitGroup
-			barrier.Add(2)
-			var once [2]sync.Once
-			run := func(i int, first, second string) error {
+			attempts := opposite(t, "t", func(body func(exec func(q string) error) error) error {
 				return pessimistic.Do(context.Background(), db, func(ctx context.Context, tx *sql.Tx) error {
-					attempts.Add(1)
-					if _, err := tx.ExecContext(ctx, "UPDATE t SET v = v + 1 WHERE id = "+first); err != nil {
-						return err
-					}
-					once[i].Do(func() { barrier.Done(); barrier.Wait() })
-					_, err := tx.ExecContext(ctx, "UPDATE t SET v = v + 1 WHERE id = "+second)
-					return err
+					return body(func(q string) error { _, err := tx.ExecContext(ctx, q); return err })
 				})
-			}
-			errs := make(chan error, 2)
-			go func() { errs <- run(0, "1", "2") }()
-			go func() { errs <- run(1, "2", "1") }()
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Fatal(err)
-				}
-			}
-			if n := attempts.Load(); n < 3 {
-				t.Fatalf("%d attempts: the deadlock was not provoked or not retried", n)
+			})
+			if attempts < 3 {
+				t.Fatalf("%d attempts: the deadlock was not provoked or not retried", attempts)
 			}
 			var sum int
 			if err := db.QueryRow("SELECT SUM(v) FROM t").Scan(&sum); err != nil || sum != 4 {
@@ -218,6 +200,37 @@ func TestDeadlockRetried(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opposite runs two transactions through do, the first adding 1 to rows
+// 1 then 2 of table, the second to rows 2 then 1, each waiting for the
+// other after its first update so that they deadlock; it fails t unless
+// both commit, and returns how many attempts they made between them.
+func opposite(t *testing.T, table string, do func(body func(exec func(q string) error) error) error) int32 {
+	t.Helper()
+	var attempts atomic.Int32
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	var once [2]sync.Once
+	errs := make(chan error, 2)
+	for i, order := range [2][2]string{{"1", "2"}, {"2", "1"}} {
+		go func() {
+			errs <- do(func(exec func(q string) error) error {
+				attempts.Add(1)
+				if err := exec("UPDATE " + table + " SET v = v + 1 WHERE id = " + order[0]); err != nil {
+					return err
+				}
+				once[i].Do(func() { barrier.Done(); barrier.Wait() })
+				return exec("UPDATE " + table + " SET v = v + 1 WHERE id = " + order[1])
+			})
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return attempts.Load()
 }
 
 func TestPanicRollsBack(t *testing.T) {

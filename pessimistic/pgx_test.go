@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,31 +91,13 @@ func TestDoPgxRetriesDeadlocksAndTimesOut(t *testing.T) {
 	pool, table := pgxRows(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	var attempts atomic.Int32
-	var barrier sync.WaitGroup
-	barrier.Add(2)
-	var once [2]sync.Once
-	run := func(i int, first, second string) error {
+	attempts := opposite(t, table, func(body func(exec func(q string) error) error) error {
 		return pessimistic.DoPgx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
-			attempts.Add(1)
-			if _, err := tx.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = "+first); err != nil {
-				return err
-			}
-			once[i].Do(func() { barrier.Done(); barrier.Wait() })
-			_, err := tx.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = "+second)
-			return err
+			return body(func(q string) error { _, err := tx.Exec(ctx, q); return err })
 		})
-	}
-	errs := make(chan error, 2)
-	go func() { errs <- run(0, "1", "2") }()
-	go func() { errs <- run(1, "2", "1") }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := attempts.Load(); n < 3 {
-		t.Fatalf("%d attempts: the deadlock was not provoked or not retried", n)
+	})
+	if attempts < 3 {
+		t.Fatalf("%d attempts: the deadlock was not provoked or not retried", attempts)
 	}
 	var sum int
 	if err := pool.QueryRow(ctx, "SELECT SUM(v) FROM "+table).Scan(&sum); err != nil || sum != 4 {
