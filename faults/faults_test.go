@@ -161,6 +161,10 @@ const chainStride = 1000
 
 // line is one record a worker writes to stdout.
 type line struct {
+	// Ready: the worker handles SIGUSR1 and SIGUSR2 from now on. It is
+	// the worker's first line: the Go runtime drops a SIGUSR1 that comes
+	// before signal.Notify, so the parent waits for it before it asks.
+	Ready bool `json:"ready,omitempty"`
 	// Chain is the call chain of the worker that wrote the line.
 	Chain int        `json:"chain,omitempty"`
 	Op    *faults.Op `json:"op,omitempty"`
@@ -255,6 +259,9 @@ func worker(backend string) int {
 	res := faults.OpenResource(db, os.Getenv(envResource))
 	out := json.NewEncoder(os.Stdout) // unbuffered: each line is one write
 	var outMu sync.Mutex
+	if err := out.Encode(line{Ready: true}); err != nil {
+		return fail(err)
+	}
 	chains := 1
 	if n, err := strconv.Atoi(os.Getenv(envChains)); err == nil && n > 0 {
 		chains = n
@@ -364,6 +371,7 @@ type proc struct {
 	proxy  *toxiproxy.Proxy // between the worker and the lock's server, for network faults
 	cmd    *exec.Cmd
 	stderr testenv.Buffer
+	ready  chan struct{} // closed at the worker's Ready line
 	done   chan struct{} // stdout read to the end
 }
 
@@ -401,7 +409,7 @@ type run struct {
 
 func (r *run) start() *proc {
 	r.mu.Lock()
-	p := &proc{client: len(r.procs), done: make(chan struct{})}
+	p := &proc{client: len(r.procs), ready: make(chan struct{}), done: make(chan struct{})}
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -428,6 +436,10 @@ func (r *run) start() *proc {
 			var l line
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				r.t.Errorf("worker %d: %v: %q", p.client, err, sc.Text())
+				continue
+			}
+			if l.Ready {
+				close(p.ready)
 				continue
 			}
 			r.events <- event{p.client, p.client + l.Chain*chainStride, l}
@@ -524,10 +536,20 @@ func (r *run) stopInHold(p *proc) {
 // ask sends worker p sig and records events until p writes a line that
 // answers it (done); it returns the call chain that wrote it.
 func (r *run) ask(p *proc, sig syscall.Signal, done func(line) bool) int {
+	deadline := time.After(dlocktest.Timeout)
+	for waiting := true; waiting; {
+		select {
+		case <-p.ready:
+			waiting = false
+		case e := <-r.events:
+			r.record(e)
+		case <-deadline:
+			r.stuck(p)
+		}
+	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		r.t.Fatal(err)
 	}
-	deadline := time.After(dlocktest.Timeout)
 	for {
 		select {
 		case e := <-r.events:

@@ -103,7 +103,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // schedule is Nodes nodes firing one job every period from start, node i
 // shifted by i*period/16 (up to period/4), with lockAtLeastFor 5/8 of the
 // period: a node may run late by up to 3/8 of the period (a slow server,
-// a busy machine) before it could run a slot twice, or miss the next.
+// a busy machine) before its run is the next slot's (see runs.check).
 type schedule struct {
 	name   string
 	start  time.Time
@@ -116,16 +116,17 @@ func (sc schedule) fire(node, slot int) time.Time {
 }
 
 // node runs the schedule's slots on r as node; ran is called with each
-// slot it ran, as the run's work.
-func (sc schedule) node(ctx context.Context, r *schedlock.Runner, atMost time.Duration, node int, ran func(slot int)) error {
+// slot it ran, as the run's work, and when the node called Run for it.
+func (sc schedule) node(ctx context.Context, r *schedlock.Runner, atMost time.Duration, node int, ran func(slot int, called time.Time)) error {
 	for slot := range sc.slots {
 		select {
 		case <-time.After(time.Until(sc.fire(node, slot))):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		called := time.Now()
 		err := r.Run(ctx, sc.name, func(context.Context, uint64) error {
-			ran(slot)
+			ran(slot, called)
 			return nil
 		}, atMost, atLeastFor(sc.period))
 		if err != nil && !errors.Is(err, schedlock.ErrSkipped) {
@@ -148,30 +149,75 @@ func slots() int {
 // runs counts the runs of each slot.
 type runs struct {
 	mu sync.Mutex
-	n  map[int][]string
+	n  map[int][]run
 }
 
-func (r *runs) add(slot int, by string) {
+// run is one run of a slot: by whom, when its node called Run and when
+// the job ran (zero when a child process reported it).
+type run struct {
+	by          string
+	called, ran time.Time
+}
+
+func (r *runs) add(slot int, by string, called, ran time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil {
-		r.n = map[int][]string{}
+		r.n = map[int][]run{}
 	}
-	r.n[slot] = append(r.n[slot], by)
+	r.n[slot] = append(r.n[slot], run{by, called, ran})
 }
 
-func (r *runs) check(t *testing.T, slots int) {
+// check fails t unless each of the slots ran once. The lock tells slots
+// apart only by time: a node so late for slot N that its job ran
+// lockAtLeastFor after the slot's first run was called took the lock
+// lawfully, and from the lock's view it ran slot N+1 (whose nodes, on
+// time, then found the slot taken). check counts such a run for N+1, and
+// logs it. A run sooner than that beside another of its slot is the lock
+// failing, and is counted where it is.
+func (r *runs) check(t *testing.T, slots int, atLeast time.Duration) {
 	t.Helper()
+	bad, late := r.miscounted(slots, atLeast)
+	for _, b := range bad {
+		t.Error(b)
+	}
+	t.Logf("%d slots, %d ran other than once, %d runs so late they ran the next slot", slots, len(bad), late)
+}
+
+// miscounted returns a line for each slot that did not run once, after
+// counting runs that were late by lockAtLeastFor for the next slot (see
+// check), and how many runs were.
+func (r *runs) miscounted(slots int, atLeast time.Duration) (bad []string, late int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	bad := 0
+	for slot := range slots {
+		var first *run
+		for i := range r.n[slot] {
+			if c := &r.n[slot][i]; !c.called.IsZero() && (first == nil || c.called.Before(first.called)) {
+				first = c
+			}
+		}
+		if first == nil {
+			continue
+		}
+		var kept []run
+		for _, c := range r.n[slot] {
+			if !c.ran.IsZero() && c.ran.Sub(first.called) >= atLeast {
+				late++
+				c.by += fmt.Sprintf(", late for slot %d by %v", slot, c.ran.Sub(first.called).Round(time.Millisecond))
+				r.n[slot+1] = append(r.n[slot+1], c)
+				continue
+			}
+			kept = append(kept, c)
+		}
+		r.n[slot] = kept
+	}
 	for slot := range slots {
 		if by := r.n[slot]; len(by) != 1 {
-			bad++
-			t.Errorf("slot %d ran %d times (%v), want once", slot, len(by), by)
+			bad = append(bad, fmt.Sprintf("slot %d ran %d times (%v), want once", slot, len(by), by))
 		}
 	}
-	t.Logf("%d slots, %d ran other than once", slots, bad)
+	return bad, late
 }
 
 // exactlyOncePerSlot: Nodes nodes whose schedules are shifted by up to a
@@ -182,7 +228,7 @@ func (s suite) exactlyOncePerSlot(t *testing.T) {
 	ctx := ctxT(t, time.Duration(sc.slots+4)*period+dlocktest.Timeout)
 	var got runs
 	s.nodes(t, ctx, sc, 0, &got).Wait()
-	got.check(t, sc.slots)
+	got.check(t, sc.slots, atLeastFor(sc.period))
 }
 
 // nodes starts nodes first to Nodes-1 of sc on Lockers of their own,
@@ -194,7 +240,9 @@ func (s suite) nodes(t *testing.T, ctx context.Context, sc schedule, first int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := sc.node(ctx, r, max(s.h.TTL, sc.period), node, func(slot int) { got.add(slot, fmt.Sprint("node ", node)) }); err != nil {
+			if err := sc.node(ctx, r, max(s.h.TTL, sc.period), node, func(slot int, called time.Time) {
+				got.add(slot, fmt.Sprint("node ", node), called, time.Now())
+			}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -227,10 +275,10 @@ func (s suite) killedNode(t *testing.T) {
 	for line := range child.Lines() {
 		var slot int
 		if _, err := fmt.Sscanf(line, "ran %d", &slot); err == nil {
-			got.add(slot, "child")
+			got.add(slot, "child", time.Time{}, time.Time{})
 		}
 		if _, err := fmt.Sscanf(line, "hangs in %d", &slot); err == nil {
-			got.add(slot, "child, killed")
+			got.add(slot, "child, killed", time.Time{}, time.Time{})
 			child.Kill(t)
 			killed = true
 		}
@@ -239,7 +287,7 @@ func (s suite) killedNode(t *testing.T) {
 	if !killed {
 		t.Fatal("the child never ran a slot to be killed in")
 	}
-	got.check(t, sc.slots)
+	got.check(t, sc.slots, atLeastFor(sc.period))
 }
 
 // killedChild is killedNode's node 0: it runs the schedule and hangs in
@@ -251,7 +299,7 @@ func (s suite) killedChild(t *testing.T, env string) {
 	n, _ := strconv.Atoi(parts[3])
 	sc := schedule{name: parts[0], start: time.Unix(0, start), period: time.Duration(period), slots: n}
 	ctx := ctxT(t, time.Duration(sc.slots+4)*sc.period+dlocktest.Timeout)
-	err := sc.node(ctx, s.runner(t), max(s.h.TTL, sc.period), 0, func(slot int) {
+	err := sc.node(ctx, s.runner(t), max(s.h.TTL, sc.period), 0, func(slot int, _ time.Time) {
 		if slot >= killedSlot {
 			subproc.Say(childPrefix, "hangs in %d", slot)
 			<-ctx.Done()

@@ -1,0 +1,37 @@
+package schedlocktest
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMiscounted: a run late by lockAtLeastFor counts for the next slot,
+// whose nodes found it taken; a second run sooner than that, or a slot
+// nobody ran, is miscounted.
+func TestMiscounted(t *testing.T) {
+	const atLeast = 250 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		name  string
+		runs  map[int][]run
+		bad   int
+		late  int
+		slots int
+	}{
+		{"each once", map[int][]run{0: {{"a", at(0), at(5)}}, 1: {{"b", at(400), at(405)}}}, 0, 0, 2},
+		{"late run is the next slot's", map[int][]run{0: {{"a", at(0), at(5)}, {"b", at(200), at(260)}}}, 0, 1, 2},
+		{"two runs within lockAtLeastFor", map[int][]run{0: {{"a", at(0), at(5)}, {"b", at(10), at(20)}}, 1: {{"c", at(400), at(405)}}}, 1, 0, 2},
+		{"late run beside an on-time one", map[int][]run{0: {{"a", at(0), at(5)}, {"b", at(200), at(260)}}, 1: {{"c", at(400), at(405)}}}, 1, 1, 2},
+		{"a slot nobody ran", map[int][]run{0: {{"a", at(0), at(5)}}}, 1, 0, 2},
+		{"a child's run", map[int][]run{0: {{"child", time.Time{}, time.Time{}}}, 1: {{"b", at(400), at(405)}}}, 0, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runs{n: c.runs}
+			bad, late := r.miscounted(c.slots, atLeast)
+			if len(bad) != c.bad || late != c.late {
+				t.Errorf("miscounted = %q, %d late; want %d miscounted, %d late", bad, late, c.bad, c.late)
+			}
+		})
+	}
+}
