@@ -1,0 +1,324 @@
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// batchTimeout bounds one combining transaction: the callers whose
+// requests it carries may have left (their outcomes stay recorded).
+const batchTimeout = 30 * time.Second
+
+// batcher is one item's combining queue in a process: Reserves for the
+// item wait in queue while a transaction for an earlier batch runs, and
+// go together in the next. At most one transaction per item per process
+// is in flight; the database sees one client per process for the item.
+type batcher struct {
+	s   *Store
+	sku string
+
+	mu      sync.Mutex
+	queue   []*pending
+	running bool // a goroutine runs batches until queue is empty
+}
+
+// pending is one queued Reserve.
+type pending struct {
+	ctx   context.Context
+	r     Request
+	limit int
+	done  chan outcomeOf // buffered: the batch never waits for its caller
+}
+
+type outcomeOf struct {
+	res Reservation
+	err error
+}
+
+func (s *Store) batcher(sku string) *batcher {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.batchers[sku]
+	if b == nil {
+		b = &batcher{s: s, sku: sku}
+		s.batchers[sku] = b
+	}
+	return b
+}
+
+// reserve queues r and waits for its batch's outcome, or ctx. A request
+// whose ctx ends before its batch begins is dropped; one whose batch has
+// begun is decided by it, and a retry with its request id learns how.
+func (b *batcher) reserve(ctx context.Context, r Request, limit int) (Reservation, error) {
+	p := &pending{ctx: ctx, r: r, limit: limit, done: make(chan outcomeOf, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, p)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if start {
+		go b.run()
+	}
+	select {
+	case o := <-p.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return Reservation{}, fmt.Errorf("inventory: reserve %q: %w (retry the request id to learn its outcome)", r.RequestID, ctx.Err())
+	}
+}
+
+// run runs batches until the queue is empty.
+func (b *batcher) run() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.s.maxBatch)
+		if n == 0 {
+			b.running = false
+			b.queue = nil
+			b.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(b.queue[:n])
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		b.runBatch(batch)
+	}
+}
+
+// runBatch decides batch: in one transaction, or, when that fails for a
+// request another process recorded meanwhile or a deadlock, one request
+// at a time as the atomic strategy does.
+func (b *batcher) runBatch(batch []*pending) {
+	var live []*pending
+	for _, p := range batch {
+		if p.ctx.Err() == nil {
+			live = append(live, p)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	uniq := distinct(live)
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	got, err := b.decide(ctx, uniq)
+	if err != nil && (isDuplicate(err) || sqldialect.Deadlock(err)) {
+		got, err = map[string]outcomeOf{}, nil
+		for _, p := range uniq {
+			res, err := b.s.reserveOne(ctx, p.r, p.limit)
+			got[p.r.RequestID] = outcomeOf{res, err}
+		}
+	}
+	for _, p := range live {
+		p.done <- answer(p, got[p.r.RequestID], err)
+	}
+}
+
+// distinct keeps the first of each request id: copies of a request in a
+// batch (a client retrying while the first is queued) share its outcome.
+func distinct(live []*pending) []*pending {
+	seen := map[string]bool{}
+	var uniq []*pending
+	for _, p := range live {
+		if !seen[p.r.RequestID] {
+			seen[p.r.RequestID] = true
+			uniq = append(uniq, p)
+		}
+	}
+	return uniq
+}
+
+// answer is p's outcome: o, the batch's error, or ErrRequestReused when
+// the outcome recorded under p's id is another request's.
+func answer(p *pending, o outcomeOf, err error) outcomeOf {
+	switch {
+	case err != nil:
+		return outcomeOf{err: fmt.Errorf("inventory: reserve %q: %w", p.r.RequestID, err)}
+	case o.err == nil && (o.res.UserID != p.r.UserID || o.res.Qty != p.r.Qty || o.res.SKU != p.r.SKU):
+		return outcomeOf{err: fmt.Errorf("%w: %q reserved %d of %q for user %d", ErrRequestReused, p.r.RequestID, o.res.Qty, o.res.SKU, o.res.UserID)}
+	}
+	return o
+}
+
+// decide runs one transaction for reqs (distinct request ids): it finds
+// the outcomes recorded before, locks the item's row, then the users'
+// rows, grants requests in order while stock and limits allow, takes the
+// granted units in one UPDATE and records every outcome in one INSERT.
+func (b *batcher) decide(ctx context.Context, reqs []*pending) (map[string]outcomeOf, error) {
+	s := b.s
+	got := make(map[string]outcomeOf, len(reqs))
+	if err := s.collect(ctx, s.db, s.q.byRequests(len(reqs)), requestIDs(reqs), got); err != nil {
+		return nil, err
+	}
+	var fresh []*pending
+	for _, p := range reqs {
+		if _, seen := got[p.r.RequestID]; !seen {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) == 0 {
+		return got, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	g := grant{limit: fresh[0].limit, held: map[int64]int64{}, added: map[int64]int64{}}
+	if err := tx.QueryRowContext(ctx, s.q.itemForUpdate, b.sku).Scan(&g.available); err != nil {
+		return nil, err
+	}
+	if g.limit > 0 {
+		if err := g.lockUsers(ctx, tx, s.q, b.sku, fresh); err != nil {
+			return nil, err
+		}
+	}
+	rows := g.decide(fresh, s.ttl)
+	if err := g.apply(ctx, tx, s.q, b.sku); err != nil {
+		return nil, err
+	}
+	if err := b.record(ctx, tx, fresh, rows, got); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+func requestIDs(reqs []*pending) []any {
+	ids := make([]any, len(reqs))
+	for i, p := range reqs {
+		ids[i] = p.r.RequestID
+	}
+	return ids
+}
+
+// grant is one batch's decision, made under the item's row lock.
+type grant struct {
+	limit     int
+	available int64           // the item's, as locked
+	users     []int64         // the batch's users, sorted (the lock order)
+	held      map[int64]int64 // units each user holds, as locked
+	taken     int64           // units granted
+	added     map[int64]int64 // units granted to each user
+}
+
+// lockUsers locks the batch's users' rows of the item and reads what they
+// hold.
+func (g *grant) lockUsers(ctx context.Context, tx *sql.Tx, q *queries, sku string, reqs []*pending) error {
+	for _, p := range reqs {
+		if _, ok := g.held[p.r.UserID]; !ok {
+			g.held[p.r.UserID] = 0
+			g.users = append(g.users, p.r.UserID)
+		}
+	}
+	slices.Sort(g.users)
+	args := []any{sku}
+	for _, u := range g.users {
+		args = append(args, u)
+	}
+	rows, err := tx.QueryContext(ctx, q.usersForUpdate(len(g.users)), args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var u, n int64
+		if err := rows.Scan(&u, &n); err != nil {
+			_ = rows.Close() // the Scan error is the one to report
+			return err
+		}
+		g.held[u] = n
+	}
+	return errors.Join(rows.Err(), rows.Close())
+}
+
+// decide grants reqs in order while stock and limits allow, and returns
+// every request's reservation row: (request_id, user_id, sku, qty, state,
+// reason, ttl in µs).
+func (g *grant) decide(reqs []*pending, ttl time.Duration) []any {
+	rows := make([]any, 0, 7*len(reqs))
+	for _, p := range reqs {
+		n := int64(p.r.Qty)
+		state, reason := Reserved, ""
+		switch {
+		case g.limit > 0 && g.held[p.r.UserID]+n > int64(g.limit):
+			state, reason = Rejected, reasonLimit
+		case n > g.available:
+			state, reason = Rejected, reasonSoldOut
+		default:
+			g.available -= n
+			g.taken += n
+			g.held[p.r.UserID] += n
+			g.added[p.r.UserID] += n
+		}
+		rows = append(rows, p.r.RequestID, p.r.UserID, p.r.SKU, p.r.Qty, string(state), reason, ttl.Microseconds())
+	}
+	return rows
+}
+
+// apply takes the granted units from the item in one UPDATE and adds them
+// to their users in one upsert.
+func (g *grant) apply(ctx context.Context, tx *sql.Tx, q *queries, sku string) error {
+	if g.taken == 0 {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, q.takeStock, q.takeStockArgs(sku, g.taken)...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return cmp.Or(err, fmt.Errorf("item %q changed under its row lock", sku))
+	}
+	if g.limit == 0 {
+		return nil
+	}
+	var args []any
+	for _, u := range g.users {
+		if n := g.added[u]; n > 0 {
+			args = append(args, u, sku, n)
+		}
+	}
+	_, err = tx.ExecContext(ctx, q.addToUsers(len(args)/3), args...)
+	return err
+}
+
+// record inserts the batch's reservation rows in one INSERT and reads
+// them back into got.
+func (b *batcher) record(ctx context.Context, tx *sql.Tx, fresh []*pending, rows []any, got map[string]outcomeOf) error {
+	s, q := b.s, b.s.q
+	insert := q.insertReservations(len(fresh))
+	if q.d == sqldialect.Postgres {
+		return s.collect(ctx, tx, insert, rows, got)
+	}
+	if _, err := tx.ExecContext(ctx, insert, rows...); err != nil {
+		return err
+	}
+	return s.collect(ctx, tx, q.byRequests(len(fresh)), requestIDs(fresh), got)
+}
+
+// collect runs query, which returns reservation rows, into got by request
+// id.
+func (s *Store) collect(ctx context.Context, q querier, query string, args []any, got map[string]outcomeOf) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		res, err := scanReservation(rows)
+		if err != nil {
+			_ = rows.Close() // the Scan error is the one to report
+			return err
+		}
+		got[res.RequestID] = outcomeOf{res: res}
+	}
+	return errors.Join(rows.Err(), rows.Close())
+}

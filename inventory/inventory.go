@@ -1,0 +1,693 @@
+// Package inventory is an inventory deduction service on MySQL or
+// PostgreSQL: buyers reserve units of an item, then confirm (paid: the
+// units are sold) or cancel; reservations not confirmed within their TTL
+// expire and return their stock, through a sweeper that runs on one node
+// of the fleet at a time.
+//
+// Every request carries a request id: a retried request returns the first
+// outcome (a reservation, or the rejection: sold out, over the user's
+// limit), so clients may retry after any error. The invariant available +
+// reserved + sold = initial holds in every row a reader can see (a CHECK
+// constraint keeps it), stock is never negative, and a user never holds
+// more units of an item than its per-user limit.
+//
+// Two strategies deduct stock:
+//
+//   - Atomic runs each Reserve as its own transaction around one
+//     conditional UPDATE … SET available = available - n WHERE available >= n:
+//     the single-row baseline. Every buyer queues on the item's row lock
+//     in the database, one transaction at a time.
+//   - Combining (the default) queues a process's concurrent Reserves for
+//     one item in the process, and runs each batch as one transaction: the
+//     row is locked once, one UPDATE takes the batch's units, one
+//     multi-row INSERT records every outcome. It is the statement queue of
+//     AliSQL's inventory hint and PolarDB's grouped hot-row update, done in
+//     the application: the database sees one transaction per batch.
+//
+// The package is apart from package seckill, whose strategies are the
+// lesson (one unit, one order per buyer, oversell shown); inventory is the
+// service: quantities, reservations, idempotency and expiry.
+//
+// Tables come from the migrations in inventory/migrations, applied by
+// Migrate or the migrate CLI with x-migrations-table=inventory_schema_migrations.
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dlockhq/dlock/internal/sqldialect"
+	"github.com/dlockhq/dlock/internal/sqlmigrate"
+)
+
+var (
+	// ErrSoldOut rejects a Reserve for more units than are available.
+	ErrSoldOut = errors.New("inventory: sold out")
+	// ErrOverLimit rejects a Reserve that would give the user more units of
+	// the item than its per-user limit.
+	ErrOverLimit = errors.New("inventory: over the per-user limit")
+	// ErrUnknownSKU is returned for an item that was never added.
+	ErrUnknownSKU = errors.New("inventory: unknown sku")
+	// ErrNotFound is returned for a reservation id that does not exist.
+	ErrNotFound = errors.New("inventory: no such reservation")
+	// ErrRequestReused rejects a Reserve whose request id was used before
+	// for another user, item or quantity.
+	ErrRequestReused = errors.New("inventory: request id already used for another request")
+	// ErrExpired is returned by Confirm and Cancel for a reservation that
+	// expired: its units went back to the stock.
+	ErrExpired = errors.New("inventory: reservation expired")
+	// ErrCancelled is returned by Confirm for a cancelled reservation.
+	ErrCancelled = errors.New("inventory: reservation cancelled")
+	// ErrConfirmed is returned by Cancel for a confirmed reservation.
+	ErrConfirmed = errors.New("inventory: reservation already confirmed")
+	// ErrRejected is returned by Confirm and Cancel for a request that
+	// reserved nothing.
+	ErrRejected = errors.New("inventory: request was rejected; nothing is reserved")
+)
+
+// Limits on input, checked before any I/O.
+const (
+	// MaxQty is the most units one request may reserve.
+	MaxQty = 1000
+	// MaxIDLen is the longest request id and sku, in bytes.
+	MaxIDLen = 64
+)
+
+// State is where a reservation is in its life.
+type State string
+
+// The states of a reservation.
+const (
+	Reserved  State = "reserved"  // units held for the buyer
+	Confirmed State = "confirmed" // paid: the units are sold
+	Cancelled State = "cancelled" // the buyer gave the units back
+	Expired   State = "expired"   // not confirmed in time; the units went back
+	Rejected  State = "rejected"  // nothing reserved: sold out or over the limit
+)
+
+// Reservation is the outcome of one Reserve request.
+type Reservation struct {
+	ID        int64
+	RequestID string
+	UserID    int64
+	SKU       string
+	Qty       int
+	State     State
+	// Reason is why a request was rejected: ErrSoldOut or ErrOverLimit;
+	// nil otherwise.
+	Reason error
+	// ExpiresAt is when a reservation not confirmed expires, by the
+	// database server's clock.
+	ExpiresAt time.Time
+}
+
+// Item is an item's stock.
+type Item struct {
+	SKU                string
+	Initial, Available int64
+	Reserved, Sold     int64
+	PerUserLimit       int // 0: none
+}
+
+// Strategy is how Reserve deducts stock.
+type Strategy int
+
+// The strategies; see the package documentation.
+const (
+	Combining Strategy = iota
+	Atomic
+)
+
+func (s Strategy) String() string {
+	switch s {
+	case Combining:
+		return "combining"
+	case Atomic:
+		return "atomic"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithStrategy sets how Reserve deducts stock (Combining by default).
+func WithStrategy(s Strategy) Option {
+	return func(st *Store) error {
+		if s != Combining && s != Atomic {
+			return fmt.Errorf("inventory: unknown strategy %v", s)
+		}
+		st.strategy = s
+		return nil
+	}
+}
+
+// WithReservationTTL sets how long a reservation waits for Confirm before
+// it expires (10 minutes by default).
+func WithReservationTTL(d time.Duration) Option {
+	return func(st *Store) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("inventory: reservation TTL %v: less than a millisecond", d)
+		}
+		st.ttl = d
+		return nil
+	}
+}
+
+// WithMaxBatch bounds how many Reserves the combining strategy runs in one
+// transaction (256 by default).
+func WithMaxBatch(n int) Option {
+	return func(st *Store) error {
+		if n < 1 {
+			return fmt.Errorf("inventory: max batch %d: not positive", n)
+		}
+		st.maxBatch = n
+		return nil
+	}
+}
+
+// Store is the inventory in one database. It is safe for concurrent use;
+// a process should share one Store, so its combining batches are large.
+type Store struct {
+	db       *sql.DB
+	q        *queries
+	strategy Strategy
+	ttl      time.Duration
+	maxBatch int
+
+	mu       sync.Mutex
+	limits   map[string]int      // per-user limit of each item seen
+	batchers map[string]*batcher // the combining queue of each item
+}
+
+// New returns the inventory in db, whose tables Migrate created.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("inventory: nil *sql.DB")
+	}
+	s := &Store{db: db, strategy: Combining, ttl: 10 * time.Minute, maxBatch: 256,
+		limits: map[string]int{}, batchers: map[string]*batcher{}}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	d, err := sqldialect.Of(context.Background(), db)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	s.q = &postgresQueries
+	if d == sqldialect.MySQL {
+		s.q = &mysqlQueries
+	}
+	return s, nil
+}
+
+// Strategy returns the Store's strategy.
+func (s *Store) Strategy() Strategy { return s.strategy }
+
+//go:embed migrations/postgres/*.sql migrations/mysql/*.sql
+var migrationsFS embed.FS
+
+// MigrationsTable records which inventory migrations have run.
+const MigrationsTable = "inventory_schema_migrations"
+
+// Migrate applies the inventory's migrations to db.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	sub, err := fs.Sub(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	return sqlmigrate.Up(ctx, db, sub, MigrationsTable)
+}
+
+// AddItem adds an item with initial units, each user limited to
+// perUserLimit of them (0: no limit).
+func (s *Store) AddItem(ctx context.Context, sku string, initial int64, perUserLimit int) error {
+	if err := checkID("sku", sku); err != nil {
+		return err
+	}
+	if initial < 0 || perUserLimit < 0 {
+		return fmt.Errorf("inventory: AddItem %q: initial %d and per-user limit %d must not be negative", sku, initial, perUserLimit)
+	}
+	args := []any{sku, initial, perUserLimit}
+	if s.q.d == sqldialect.MySQL {
+		args = []any{sku, initial, initial, perUserLimit}
+	}
+	if _, err := s.db.ExecContext(ctx, s.q.insertItem, args...); err != nil {
+		return fmt.Errorf("inventory: AddItem %q: %w", sku, err)
+	}
+	return nil
+}
+
+// Item returns an item's stock, read in one statement: the four counts
+// are of one instant.
+func (s *Store) Item(ctx context.Context, sku string) (Item, error) {
+	if err := checkID("sku", sku); err != nil {
+		return Item{}, err
+	}
+	it := Item{SKU: sku}
+	err := s.db.QueryRowContext(ctx, s.q.item, sku).Scan(&it.Initial, &it.Available, &it.Reserved, &it.Sold, &it.PerUserLimit)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Item{}, fmt.Errorf("%w %q", ErrUnknownSKU, sku)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("inventory: item %q: %w", sku, err)
+	}
+	return it, nil
+}
+
+// Request is one Reserve request.
+type Request struct {
+	// RequestID makes the request idempotent: a request with an id seen
+	// before returns the first outcome. Up to MaxIDLen printable bytes.
+	RequestID string
+	UserID    int64
+	SKU       string
+	Qty       int
+}
+
+// Validate returns the error Reserve would return for r before any I/O.
+func (r Request) Validate() error {
+	if err := checkID("request id", r.RequestID); err != nil {
+		return err
+	}
+	if err := checkID("sku", r.SKU); err != nil {
+		return err
+	}
+	if r.UserID <= 0 {
+		return fmt.Errorf("inventory: user id %d: not positive", r.UserID)
+	}
+	if r.Qty < 1 || r.Qty > MaxQty {
+		return fmt.Errorf("inventory: qty %d: not between 1 and %d", r.Qty, MaxQty)
+	}
+	return nil
+}
+
+func checkID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("inventory: empty %s", what)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("inventory: %s of %d bytes: longer than %d", what, len(id), MaxIDLen)
+	}
+	for _, r := range id {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("inventory: %s %q: only printable characters, no spaces", what, id)
+		}
+	}
+	return nil
+}
+
+// Reserve holds r.Qty units of r.SKU for r.UserID until Confirm, Cancel or
+// the reservation's TTL. A rejection is an outcome too: the reservation
+// returned has State Rejected and the error is ErrSoldOut or ErrOverLimit,
+// and a retry of the request gets the same. On any other error the
+// outcome is unknown: retry with the same request id to learn it.
+func (s *Store) Reserve(ctx context.Context, r Request) (Reservation, error) {
+	if err := r.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	limit, err := s.limit(ctx, r.SKU)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if s.strategy == Combining { // the batch looks up its requests' ids at once
+		res, err := s.batcher(r.SKU).reserve(ctx, r, limit)
+		return res, outcome(res, err)
+	}
+	if res, found, err := s.byRequest(ctx, s.db, r); found || err != nil {
+		return res, outcome(res, err)
+	}
+	res, err := s.reserveOne(ctx, r, limit)
+	return res, outcome(res, err)
+}
+
+// outcome is the error Reserve returns for res.
+func outcome(res Reservation, err error) error {
+	if err != nil {
+		return err
+	}
+	return res.Reason
+}
+
+// limit returns the item's per-user limit, known once read: an item's
+// limit does not change.
+func (s *Store) limit(ctx context.Context, sku string) (int, error) {
+	s.mu.Lock()
+	l, ok := s.limits[sku]
+	s.mu.Unlock()
+	if ok {
+		return l, nil
+	}
+	it, err := s.Item(ctx, sku)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.limits[sku] = it.PerUserLimit
+	s.mu.Unlock()
+	return it.PerUserLimit, nil
+}
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// byRequest finds r's first outcome, if r was seen.
+func (s *Store) byRequest(ctx context.Context, q querier, r Request) (Reservation, bool, error) {
+	res, err := scanReservation(q.QueryRowContext(ctx, s.q.byRequest, r.RequestID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Reservation{}, false, nil
+	}
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("inventory: reserve: %w", err)
+	}
+	if res.UserID != r.UserID || res.SKU != r.SKU || res.Qty != r.Qty {
+		return Reservation{}, true, fmt.Errorf("%w: %q reserved %d of %q for user %d", ErrRequestReused, r.RequestID, res.Qty, res.SKU, res.UserID)
+	}
+	return res, true, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanReservation(row scanner, extra ...any) (Reservation, error) {
+	var res Reservation
+	var state, reason string
+	var expiresUs int64
+	err := row.Scan(append([]any{&res.ID, &res.RequestID, &res.UserID, &res.SKU, &res.Qty, &state, &reason, &expiresUs}, extra...)...)
+	res.State = State(state)
+	res.Reason = reasonErr(reason)
+	res.ExpiresAt = time.UnixMicro(expiresUs)
+	return res, err
+}
+
+// Reasons of rejections, as the reason column keeps them.
+const (
+	reasonSoldOut = "sold_out"
+	reasonLimit   = "limit"
+)
+
+func reasonErr(reason string) error {
+	switch reason {
+	case reasonSoldOut:
+		return ErrSoldOut
+	case reasonLimit:
+		return ErrOverLimit
+	}
+	return nil
+}
+
+// reserveOne is the atomic strategy: one transaction for r. Rows are
+// locked in the order every path takes: the item's, then the user's.
+func (s *Store) reserveOne(ctx context.Context, r Request, limit int) (Reservation, error) {
+	reason, err := s.tryReserve(ctx, r, limit)
+	if err != nil || reason == "" {
+		return s.settle(ctx, r, err)
+	}
+	_, err = s.insertReservation(ctx, s.db, r, Rejected, reason)
+	return s.settle(ctx, r, err)
+}
+
+// tryReserve takes r's units in a transaction that records the
+// reservation, or returns why it could not: sold out or over the limit.
+func (s *Store) tryReserve(ctx context.Context, r Request, limit int) (reason string, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil || reason != "" {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, s.q.takeStock, s.q.takeStockArgs(r.SKU, int64(r.Qty))...)
+	if err != nil {
+		return "", err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return reasonSoldOut, err
+	}
+	if limit > 0 {
+		held, err := s.addToUser(ctx, tx, r)
+		if err != nil {
+			return "", err
+		}
+		if held > int64(limit) {
+			return reasonLimit, nil
+		}
+	}
+	if _, err := s.insertReservation(ctx, tx, r, Reserved, ""); err != nil {
+		return "", err
+	}
+	return "", tx.Commit()
+}
+
+// addToUser adds r's units to the user's and returns what the user holds.
+func (s *Store) addToUser(ctx context.Context, tx *sql.Tx, r Request) (int64, error) {
+	var held int64
+	if s.q.d == sqldialect.Postgres {
+		err := tx.QueryRowContext(ctx, s.q.addToUser, r.UserID, r.SKU, r.Qty).Scan(&held)
+		return held, err
+	}
+	if _, err := tx.ExecContext(ctx, s.q.addToUser, r.UserID, r.SKU, r.Qty); err != nil {
+		return 0, err
+	}
+	err := tx.QueryRowContext(ctx, s.q.userQty, r.UserID, r.SKU).Scan(&held)
+	return held, err
+}
+
+// insertReservation records r's outcome.
+func (s *Store) insertReservation(ctx context.Context, q querier, r Request, state State, reason string) (Reservation, error) {
+	args := []any{r.RequestID, r.UserID, r.SKU, r.Qty, string(state), reason, s.ttl.Microseconds()}
+	if s.q.d == sqldialect.Postgres {
+		return scanReservation(q.QueryRowContext(ctx, s.q.insertReservation, args...))
+	}
+	res, err := q.ExecContext(ctx, s.q.insertReservation, args...)
+	if err != nil {
+		return Reservation{}, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Reservation{}, err
+	}
+	return scanReservation(q.QueryRowContext(ctx, s.q.byID, id))
+}
+
+// settle returns r's recorded outcome after an attempt that ended in err
+// (nil when it committed): a request whose id another attempt recorded
+// first (a retry racing the original) gets that outcome.
+func (s *Store) settle(ctx context.Context, r Request, err error) (Reservation, error) {
+	if err != nil && !isDuplicate(err) {
+		return Reservation{}, fmt.Errorf("inventory: reserve %q: %w", r.RequestID, err)
+	}
+	res, found, ferr := s.byRequest(ctx, s.db, r)
+	switch {
+	case ferr != nil:
+		return Reservation{}, ferr
+	case !found:
+		return Reservation{}, fmt.Errorf("inventory: reserve %q: its outcome is not recorded", r.RequestID)
+	}
+	return res, nil
+}
+
+// isDuplicate reports a unique-key violation (PostgreSQL 23505, MySQL 1062).
+func isDuplicate(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "23505" {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// Reservation returns a reservation by id.
+func (s *Store) Reservation(ctx context.Context, id int64) (Reservation, error) {
+	res, err := scanReservation(s.db.QueryRowContext(ctx, s.q.byID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Reservation{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: reservation %d: %w", id, err)
+	}
+	return res, nil
+}
+
+// Confirm sells a reservation's units: the buyer paid. Confirming a
+// confirmed reservation returns it again. A reservation past its expiry
+// expires here, if the sweeper has not expired it yet, and Confirm
+// returns ErrExpired.
+func (s *Store) Confirm(ctx context.Context, id int64) (Reservation, error) {
+	return s.settleReservation(ctx, id, Confirmed)
+}
+
+// Cancel returns a reservation's units to the stock. Cancelling a
+// cancelled reservation returns it again.
+func (s *Store) Cancel(ctx context.Context, id int64) (Reservation, error) {
+	return s.settleReservation(ctx, id, Cancelled)
+}
+
+// settleReservation moves reservation id from Reserved to to, in a
+// transaction that locks the reservation, then the item, then the user.
+func (s *Store) settleReservation(ctx context.Context, id int64, to State) (res Reservation, err error) {
+	if id <= 0 {
+		return Reservation{}, fmt.Errorf("inventory: reservation id %d: not positive", id)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: %s %d: %w", verb(to), id, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var overdue bool
+	res, err = scanReservation(tx.QueryRowContext(ctx, s.q.byIDForUpdate, id), &overdue)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Reservation{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: %s %d: %w", verb(to), id, err)
+	}
+	if res.State != Reserved {
+		_ = tx.Rollback()
+		return res, stateErr(res.State, to)
+	}
+	if overdue && to == Confirmed {
+		to = Expired
+	}
+	if err := s.move(ctx, tx, res, to); err != nil {
+		return Reservation{}, fmt.Errorf("inventory: %s %d: %w", verb(to), id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Reservation{}, fmt.Errorf("inventory: %s %d: %w", verb(to), id, err)
+	}
+	res.State = to
+	return res, stateErr(to, to)
+}
+
+// move moves res, locked by tx and Reserved, to state to, and its units
+// with it.
+func (s *Store) move(ctx context.Context, tx *sql.Tx, res Reservation, to State) error {
+	if _, err := tx.ExecContext(ctx, s.q.setState, string(to), res.ID); err != nil {
+		return err
+	}
+	if to == Confirmed {
+		_, err := tx.ExecContext(ctx, s.q.confirmStock, s.q.twice(res.SKU, int64(res.Qty))...)
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q.returnStock, s.q.twice(res.SKU, int64(res.Qty))...); err != nil {
+		return err
+	}
+	limit, err := s.limit(ctx, res.SKU)
+	if err != nil || limit == 0 {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q.takeFromUser, res.Qty, res.UserID, res.SKU)
+	return err
+}
+
+func verb(to State) string {
+	switch to {
+	case Confirmed:
+		return "confirm"
+	case Cancelled:
+		return "cancel"
+	}
+	return "expire"
+}
+
+// stateErr is the error of asking a reservation in state at to move to
+// to: nil when it is there already (a retried Confirm or Cancel).
+func stateErr(at, to State) error {
+	switch {
+	case at == to && to != Expired:
+		return nil
+	case at == Expired:
+		return ErrExpired
+	case at == Cancelled:
+		return ErrCancelled
+	case at == Confirmed:
+		return ErrConfirmed
+	case at == Rejected:
+		return ErrRejected
+	}
+	return nil
+}
+
+// Sweep expires up to n reservations past their expiry, by the server's
+// clock, returning their units to the stock, and returns how many it
+// expired.
+func (s *Store) Sweep(ctx context.Context, n int) (int, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("inventory: sweep %d: not positive", n)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.overdue, n)
+	if err != nil {
+		return 0, fmt.Errorf("inventory: sweep: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close() // the Scan error is the one to report
+			return 0, fmt.Errorf("inventory: sweep: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("inventory: sweep: %w", err)
+	}
+	expired := 0
+	for _, id := range ids {
+		res, err := s.expire(ctx, id)
+		if err != nil {
+			return expired, err
+		}
+		if res {
+			expired++
+		}
+	}
+	return expired, nil
+}
+
+// expire expires reservation id if it is still Reserved and overdue.
+func (s *Store) expire(ctx context.Context, id int64) (expired bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("inventory: expire %d: %w", id, err)
+	}
+	defer func() {
+		if err != nil || !expired {
+			_ = tx.Rollback()
+		}
+	}()
+	var overdue bool
+	res, err := scanReservation(tx.QueryRowContext(ctx, s.q.byIDForUpdate, id), &overdue)
+	if err != nil {
+		return false, fmt.Errorf("inventory: expire %d: %w", id, err)
+	}
+	if res.State != Reserved || !overdue {
+		return false, nil
+	}
+	if err := s.move(ctx, tx, res, Expired); err != nil {
+		return false, fmt.Errorf("inventory: expire %d: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("inventory: expire %d: %w", id, err)
+	}
+	return true, nil
+}

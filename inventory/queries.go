@@ -1,0 +1,156 @@
+package inventory
+
+import (
+	"strings"
+
+	"github.com/dlockhq/dlock/internal/sqldialect"
+)
+
+// queries is the inventory's SQL in one dialect, written out for each so a
+// DBA reads what runs. The lists of the combining strategy's batches (IN
+// lists, multi-row VALUES) are the only text built at run time, from
+// placeholders alone.
+type queries struct {
+	d sqldialect.Dialect
+	// nowUs is the server's clock in microseconds since the Unix epoch:
+	// every expiry is the server's, so the clients' clocks never matter.
+	nowUs string
+
+	insertItem, item, itemForUpdate   string
+	reservationColumns                string
+	byRequest, byID, byIDForUpdate    string
+	takeStock, confirmStock           string
+	returnStock, setState             string
+	addToUser, userQty, takeFromUser  string
+	insertReservation, overdue, clear string
+	// returning is appended to an INSERT of reservations on PostgreSQL.
+	returning string
+}
+
+const reservationColumns = "id, request_id, user_id, sku, qty, state, reason, expires_us"
+
+var postgresQueries = queries{
+	d:                  sqldialect.Postgres,
+	nowUs:              "(extract(epoch from clock_timestamp()) * 1000000)::bigint",
+	insertItem:         "INSERT INTO inventory_items (sku, initial, available, per_user_limit) VALUES ($1, $2, $2, $3)",
+	item:               "SELECT initial, available, reserved, sold, per_user_limit FROM inventory_items WHERE sku = $1",
+	itemForUpdate:      "SELECT available FROM inventory_items WHERE sku = $1 FOR UPDATE",
+	reservationColumns: reservationColumns,
+	byRequest:          "SELECT " + reservationColumns + " FROM inventory_reservations WHERE request_id = $1",
+	byID:               "SELECT " + reservationColumns + " FROM inventory_reservations WHERE id = $1",
+	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint" +
+		" FROM inventory_reservations WHERE id = $1 FOR UPDATE",
+	takeStock:    "UPDATE inventory_items SET available = available - $1, reserved = reserved + $1 WHERE sku = $2 AND available >= $1",
+	confirmStock: "UPDATE inventory_items SET reserved = reserved - $1, sold = sold + $1 WHERE sku = $2",
+	returnStock:  "UPDATE inventory_items SET reserved = reserved - $1, available = available + $1 WHERE sku = $2",
+	setState:     "UPDATE inventory_reservations SET state = $1 WHERE id = $2",
+	addToUser: "INSERT INTO inventory_user_items (user_id, sku, qty) VALUES ($1, $2, $3)" +
+		" ON CONFLICT (user_id, sku) DO UPDATE SET qty = inventory_user_items.qty + EXCLUDED.qty RETURNING qty",
+	userQty:      "SELECT qty FROM inventory_user_items WHERE user_id = $1 AND sku = $2",
+	takeFromUser: "UPDATE inventory_user_items SET qty = qty - $1 WHERE user_id = $2 AND sku = $3",
+	insertReservation: "INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us)" +
+		" VALUES ($1, $2, $3, $4, $5, $6, (extract(epoch from clock_timestamp()) * 1000000)::bigint + $7) RETURNING " + reservationColumns,
+	overdue: "SELECT id FROM inventory_reservations WHERE state = 'reserved'" +
+		" AND expires_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint ORDER BY expires_us LIMIT $1",
+	clear:     "DELETE FROM inventory_reservations WHERE sku = $1",
+	returning: " RETURNING " + reservationColumns,
+}
+
+var mysqlQueries = queries{
+	d:                  sqldialect.MySQL,
+	nowUs:              "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+	insertItem:         "INSERT INTO inventory_items (sku, initial, available, per_user_limit) VALUES (?, ?, ?, ?)",
+	item:               "SELECT initial, available, reserved, sold, per_user_limit FROM inventory_items WHERE sku = ?",
+	itemForUpdate:      "SELECT available FROM inventory_items WHERE sku = ? FOR UPDATE",
+	reservationColumns: reservationColumns,
+	byRequest:          "SELECT " + reservationColumns + " FROM inventory_reservations WHERE request_id = ?",
+	byID:               "SELECT " + reservationColumns + " FROM inventory_reservations WHERE id = ?",
+	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)" +
+		" FROM inventory_reservations WHERE id = ? FOR UPDATE",
+	takeStock:    "UPDATE inventory_items SET available = available - ?, reserved = reserved + ? WHERE sku = ? AND available >= ?",
+	confirmStock: "UPDATE inventory_items SET reserved = reserved - ?, sold = sold + ? WHERE sku = ?",
+	returnStock:  "UPDATE inventory_items SET reserved = reserved - ?, available = available + ? WHERE sku = ?",
+	setState:     "UPDATE inventory_reservations SET state = ? WHERE id = ?",
+	addToUser: "INSERT INTO inventory_user_items (user_id, sku, qty) VALUES (?, ?, ?)" +
+		" ON DUPLICATE KEY UPDATE qty = qty + VALUES(qty)",
+	userQty:      "SELECT qty FROM inventory_user_items WHERE user_id = ? AND sku = ?",
+	takeFromUser: "UPDATE inventory_user_items SET qty = qty - ? WHERE user_id = ? AND sku = ?",
+	insertReservation: "INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us)" +
+		" VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + ?)",
+	overdue: "SELECT id FROM inventory_reservations WHERE state = 'reserved'" +
+		" AND expires_us <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) ORDER BY expires_us LIMIT ?",
+	clear: "DELETE FROM inventory_reservations WHERE sku = ?",
+}
+
+// takeStockArgs are takeStock's arguments in the dialect's order.
+func (q *queries) takeStockArgs(sku string, n int64) []any {
+	if q.d == sqldialect.Postgres {
+		return []any{n, sku}
+	}
+	return []any{n, n, sku, n}
+}
+
+// twice is the arguments of confirmStock and returnStock.
+func (q *queries) twice(sku string, n int64) []any {
+	if q.d == sqldialect.Postgres {
+		return []any{n, sku}
+	}
+	return []any{n, n, sku}
+}
+
+// list is "p1, p2, …, pn" in the dialect's placeholders from the from-th.
+func (q *queries) list(from, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.d.Placeholder(from + i))
+	}
+	return b.String()
+}
+
+// byRequests selects the reservations of n request ids.
+func (q *queries) byRequests(n int) string {
+	return "SELECT " + reservationColumns + " FROM inventory_reservations WHERE request_id IN (" + q.list(1, n) + ")"
+}
+
+// usersForUpdate locks n users' rows of an item ($1 is the sku).
+func (q *queries) usersForUpdate(n int) string {
+	return "SELECT user_id, qty FROM inventory_user_items WHERE sku = " + q.d.Placeholder(1) +
+		" AND user_id IN (" + q.list(2, n) + ") FOR UPDATE"
+}
+
+// addToUsers adds to n users' units of an item: rows of (user_id, sku, qty).
+func (q *queries) addToUsers(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO inventory_user_items (user_id, sku, qty) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + q.list(3*i+1, 3) + ")")
+	}
+	if q.d == sqldialect.Postgres {
+		b.WriteString(" ON CONFLICT (user_id, sku) DO UPDATE SET qty = inventory_user_items.qty + EXCLUDED.qty")
+	} else {
+		b.WriteString(" ON DUPLICATE KEY UPDATE qty = qty + VALUES(qty)")
+	}
+	return b.String()
+}
+
+// insertReservations inserts n reservations: rows of (request_id,
+// user_id, sku, qty, state, reason, ttl in µs), each expiring at the
+// server's clock plus its ttl.
+func (q *queries) insertReservations(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + q.list(7*i+1, 6) + ", " + q.nowUs + " + " + q.d.Placeholder(7*i+7) + ")")
+	}
+	b.WriteString(q.returning)
+	return b.String()
+}
