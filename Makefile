@@ -61,6 +61,9 @@ bench: services
 	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
 # A flash sale on PostgreSQL with every strategy, side by side (about 20s);
-# the chart goes to sale.svg.
+# the chart goes to sale.svg. Then the inventory service, 4 processes over
+# HTTP, atomic against combining (about 20s); its latency chart goes to
+# load.svg.
 demo: services
 	$(GO) run ./cmd/seckill run --db postgres --strategy all --stock 500 --buyers 100 --migrate --chart sale.svg
+	$(GO) run ./cmd/seckill load --db postgres --stock 5000 --buyers 1000 --procs 4 --rate 2000 --duration 5s --migrate --chart load.svg

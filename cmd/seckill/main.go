@@ -1,9 +1,21 @@
 // Command seckill runs a flash sale against every dlock strategy and
-// reports which oversells, which is fast, and by how much.
+// reports which oversells, which is fast, and by how much; and it serves
+// and loads the inventory service (package inventory).
 //
 //	seckill run [--db postgres|mysql] [--strategy all|name,…] [--stock 1000]
 //	            [--buyers 200] [--users N] [--procs N] [--segments 8]
 //	            [--migrate] [--json] [--chart sale.svg]
+//	seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080]
+//	            [--strategy combining|atomic] [--ttl 10m] [--sweep 1s]
+//	            [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]
+//	seckill load [--db postgres|mysql] [--strategy atomic,combining]
+//	            [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000]
+//	            [--duration 10s] [--kill-after D] [--migrate] [--json] [--chart load.svg]
+//
+// serve is the inventory's HTTP API (inventory.Handler) with the fleet's
+// sweeper; load starts --procs serve processes on loopback ports, drives
+// them open-loop at --rate with vegeta, and reports orders/s, latency and
+// what the database holds afterwards, per strategy.
 //
 // Buyers are concurrent; each of --users users (default twice the stock)
 // tries once, so the item sells out. With --procs N the users are spread
@@ -67,8 +79,11 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) >= 2 && (os.Args[1] == "serve" || os.Args[1] == "load") {
+		os.Exit(inventoryCommand(os.Args[1], os.Args[2:]))
+	}
 	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "worker") {
-		fmt.Fprintln(os.Stderr, "usage: seckill run [--db postgres|mysql] [--strategy all|name,...] [--stock N] [--buyers N] [--users N] [--procs N] [--migrate] [--json] [--chart FILE]")
+		fmt.Fprintln(os.Stderr, "usage: seckill run [--db postgres|mysql] [--strategy all|name,...] [--stock N] [--buyers N] [--users N] [--procs N] [--migrate] [--json] [--chart FILE] | seckill serve|load [flags] (the inventory service; --help for each)")
 		os.Exit(2)
 	}
 	opts, worker, err := parse(os.Args[1], os.Args[2:])
@@ -513,4 +528,30 @@ func runWorker(o options, w workerSpec) (err error) {
 		out.LatenciesNS = append(out.LatenciesNS, int64(l))
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// inventoryCommand runs seckill serve or load and returns the exit status.
+func inventoryCommand(cmd string, args []string) int {
+	var err error
+	if cmd == "serve" {
+		var o serveOptions
+		if o, err = parseServe(args); err == nil {
+			if err = serve(o); err != nil {
+				fmt.Fprintln(os.Stderr, "seckill serve:", err)
+				return 1
+			}
+			return 0
+		}
+	} else {
+		var o loadOptions
+		if o, err = parseLoad(args); err == nil {
+			if err = load(o); err != nil {
+				fmt.Fprintln(os.Stderr, "seckill load:", err)
+				return 1
+			}
+			return 0
+		}
+	}
+	fmt.Fprintf(os.Stderr, "seckill %s: %v\n", cmd, err)
+	return 2
 }

@@ -12,6 +12,16 @@ import (
 // Bad input gets one clear line and a non-zero exit, never a panic.
 func TestBadInput(t *testing.T) {
 	if os.Getenv("SECKILL_MAIN") == "1" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The service processes seckill load starts are this test too.
+		serveCommand = func(args ...string) (*exec.Cmd, error) {
+			cmd := exec.Command(self, "-test.run=^TestBadInput$")
+			cmd.Env = append(os.Environ(), "SECKILL_ARGS="+strings.Join(args, " "))
+			return cmd, nil
+		}
 		os.Args = append([]string{"seckill"}, strings.Fields(os.Getenv("SECKILL_ARGS"))...)
 		main()
 		os.Exit(0)
@@ -24,6 +34,17 @@ func TestBadInput(t *testing.T) {
 		"frobnicate":                          "usage: seckill run",
 		"run --procs 0":                       "--procs must be positive",
 		"run --stock 5 --strategy none extra": `unexpected argument "extra"`,
+		"serve --db oracle":                   "--db must be postgres or mysql",
+		"serve --strategy fast":               `unknown inventory strategy "fast"`,
+		"serve --ttl 0s":                      "--ttl must be at least 1ms",
+		"serve --per-user 0":                  "--per-user and --per-item must be positive",
+		"serve extra":                         `unexpected argument "extra"`,
+		"load --rate 0":                       "must be positive",
+		"load --strategy atomic,nope":         `unknown inventory strategy "nope"`,
+		"load --procs 99":                     "at most 16 service processes",
+		"load --duration 2s --kill-after 5s":  "--kill-after must be within --duration",
+		"load --procs 1 --kill-after 1s":      "--kill-after needs --procs 2 or more",
+		"load --rate 100000 --duration 1h":    "over 10 million requests",
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestBadInput$")
 		cmd.Env = append(os.Environ(), "SECKILL_MAIN=1", "SECKILL_ARGS="+args)

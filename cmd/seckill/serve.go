@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/internal/servers"
+	"github.com/dlockhq/dlock/inventory"
+	"github.com/dlockhq/dlock/migrations"
+	"github.com/dlockhq/dlock/schedlock"
+	"github.com/dlockhq/dlock/tablelock"
+)
+
+// serveOptions are the flags of seckill serve.
+type serveOptions struct {
+	db       string
+	addr     string
+	strategy inventory.Strategy
+	ttl      time.Duration
+	sweep    time.Duration
+	adm      inventory.Admission
+	conns    int
+	migrate  bool
+}
+
+const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
+
+// strategyOf reads an inventory strategy's name.
+func strategyOf(name string) (inventory.Strategy, error) {
+	for _, s := range []inventory.Strategy{inventory.Combining, inventory.Atomic} {
+		if s.String() == name {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown inventory strategy %q (combining or atomic)", name)
+}
+
+func parseServe(args []string) (serveOptions, error) {
+	fs := flag.NewFlagSet("seckill serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o serveOptions
+	var strategy string
+	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0: any)")
+	fs.StringVar(&strategy, "strategy", "combining", "combining or atomic")
+	fs.DurationVar(&o.ttl, "ttl", 10*time.Minute, "how long a reservation waits for its confirm")
+	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet)")
+	fs.IntVar(&o.adm.PerUser, "per-user", 4, "requests of one user in flight before 429")
+	fs.IntVar(&o.adm.PerItem, "per-item", 1024, "reservations of one item in flight before 429")
+	fs.IntVar(&o.conns, "conns", 16, "database connections")
+	fs.BoolVar(&o.migrate, "migrate", false, "apply dlock's and the inventory's migrations first")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Println(serveUsage)
+			os.Exit(0)
+		}
+		return o, err
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.db != "postgres" && o.db != "mysql":
+		return o, fmt.Errorf("--db must be postgres or mysql, got %q", o.db)
+	case o.ttl < time.Millisecond:
+		return o, fmt.Errorf("--ttl must be at least 1ms, got %v", o.ttl)
+	case o.sweep <= 0:
+		return o, fmt.Errorf("--sweep must be positive, got %v", o.sweep)
+	case o.adm.PerUser <= 0 || o.adm.PerItem <= 0:
+		return o, errors.New("--per-user and --per-item must be positive")
+	case o.conns <= 0:
+		return o, fmt.Errorf("--conns must be positive, got %d", o.conns)
+	}
+	o.strategy, err = strategyOf(strategy)
+	return o, err
+}
+
+// openDB opens the database of --db and checks that it answers.
+func openDB(ctx context.Context, db string, conns int) (*sql.DB, error) {
+	driver, dsn, env := "pgx", servers.PostgresDSN(), servers.PostgresEnv
+	if db == "mysql" {
+		driver, dsn, env = "mysql", servers.MySQLDSN(), servers.MySQLEnv
+	}
+	d, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	d.SetMaxOpenConns(conns)
+	d.SetMaxIdleConns(conns)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.PingContext(pctx); err != nil {
+		_ = d.Close() // unreachable: the ping's error is the one to report
+		return nil, fmt.Errorf("%s not reachable at %s: %v (start it with scripts/services.sh up, or set %s)", db, servers.Redact(dsn), err, env)
+	}
+	return d, nil
+}
+
+// serve runs the inventory service until SIGINT or SIGTERM: the HTTP API
+// and the fleet's sweeper, which runs on one serving process at a time
+// under a lock-table schedlock slot.
+func serve(o serveOptions) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	db, err := openDB(ctx, o.db, o.conns)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	if o.migrate {
+		if err := errors.Join(migrations.Up(ctx, db), inventory.Migrate(ctx, db)); err != nil {
+			return err
+		}
+	}
+	s, err := inventory.New(db, inventory.WithStrategy(o.strategy), inventory.WithReservationTTL(o.ttl))
+	if err != nil {
+		return err
+	}
+	locker, err := tablelock.New(db, dlock.WithTTL(min(dlock.DefaultTTL, max(o.sweep, time.Minute))))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, locker.Close(context.Background())) }()
+	runner, err := schedlock.New(locker)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: inventory.NewHandler(s, o.adm), ReadHeaderTimeout: 5 * time.Second}
+	swept := make(chan error, 1)
+	go func() {
+		swept <- s.RunSweeper(ctx, runner, o.sweep, func(err error) { fmt.Fprintln(os.Stderr, "seckill serve: sweep:", err) })
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Printf("seckill serve: %s inventory on http://%s\n", o.strategy, ln.Addr())
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = srv.Shutdown(sctx)
+	}
+	stop()
+	if serr := <-swept; !errors.Is(serr, context.Canceled) {
+		err = errors.Join(err, serr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
