@@ -110,7 +110,7 @@ func (b *batcher) runBatch(batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	got, err := b.decide(ctx, uniq)
-	if err != nil && (isDuplicate(err) || sqldialect.Deadlock(err)) {
+	if err != nil && (sqldialect.Duplicate(err) || sqldialect.Deadlock(err)) {
 		got, err = map[string]outcomeOf{}, nil
 		for _, p := range uniq {
 			res, err := b.s.reserveOne(ctx, p.r, p.limit)

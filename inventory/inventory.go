@@ -43,8 +43,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/sqlmigrate"
 )
@@ -490,7 +488,7 @@ func (s *Store) insertReservation(ctx context.Context, q querier, r Request, sta
 // (nil when it committed): a request whose id another attempt recorded
 // first (a retry racing the original) gets that outcome.
 func (s *Store) settle(ctx context.Context, r Request, err error) (Reservation, error) {
-	if err != nil && !isDuplicate(err) {
+	if err != nil && !sqldialect.Duplicate(err) {
 		return Reservation{}, fmt.Errorf("inventory: reserve %q: %w", r.RequestID, err)
 	}
 	res, found, ferr := s.byRequest(ctx, s.db, r)
@@ -501,16 +499,6 @@ func (s *Store) settle(ctx context.Context, r Request, err error) (Reservation, 
 		return Reservation{}, fmt.Errorf("inventory: reserve %q: its outcome is not recorded", r.RequestID)
 	}
 	return res, nil
-}
-
-// isDuplicate reports a unique-key violation (PostgreSQL 23505, MySQL 1062).
-func isDuplicate(err error) bool {
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && st.SQLState() == "23505" {
-		return true
-	}
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
 }
 
 // Reservation returns a reservation by id.

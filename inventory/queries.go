@@ -31,14 +31,14 @@ const reservationColumns = "id, request_id, user_id, sku, qty, state, reason, ex
 
 var postgresQueries = queries{
 	d:                  sqldialect.Postgres,
-	nowUs:              "(extract(epoch from clock_timestamp()) * 1000000)::bigint",
+	nowUs:              sqldialect.PostgresClockMicros,
 	insertItem:         "INSERT INTO inventory_items (sku, initial, available, per_user_limit) VALUES ($1, $2, $2, $3)",
 	item:               "SELECT initial, available, reserved, sold, per_user_limit FROM inventory_items WHERE sku = $1",
 	itemForUpdate:      "SELECT available FROM inventory_items WHERE sku = $1 FOR UPDATE",
 	reservationColumns: reservationColumns,
 	byRequest:          "SELECT " + reservationColumns + " FROM inventory_reservations WHERE request_id = $1",
 	byID:               "SELECT " + reservationColumns + " FROM inventory_reservations WHERE id = $1",
-	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint" +
+	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= " + sqldialect.PostgresClockMicros +
 		" FROM inventory_reservations WHERE id = $1 FOR UPDATE",
 	takeStock:    "UPDATE inventory_items SET available = available - $1, reserved = reserved + $1 WHERE sku = $2 AND available >= $1",
 	confirmStock: "UPDATE inventory_items SET reserved = reserved - $1, sold = sold + $1 WHERE sku = $2",
@@ -49,23 +49,23 @@ var postgresQueries = queries{
 	userQty:      "SELECT qty FROM inventory_user_items WHERE user_id = $1 AND sku = $2",
 	takeFromUser: "UPDATE inventory_user_items SET qty = qty - $1 WHERE user_id = $2 AND sku = $3",
 	insertReservation: "INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us)" +
-		" VALUES ($1, $2, $3, $4, $5, $6, (extract(epoch from clock_timestamp()) * 1000000)::bigint + $7) RETURNING " + reservationColumns,
+		" VALUES ($1, $2, $3, $4, $5, $6, " + sqldialect.PostgresClockMicros + " + $7) RETURNING " + reservationColumns,
 	overdue: "SELECT id FROM inventory_reservations WHERE state = 'reserved'" +
-		" AND expires_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint ORDER BY expires_us LIMIT $1",
+		" AND expires_us <= " + sqldialect.PostgresClockMicros + " ORDER BY expires_us LIMIT $1",
 	clear:     "DELETE FROM inventory_reservations WHERE sku = $1",
 	returning: " RETURNING " + reservationColumns,
 }
 
 var mysqlQueries = queries{
 	d:                  sqldialect.MySQL,
-	nowUs:              "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+	nowUs:              sqldialect.MySQLClockMicros,
 	insertItem:         "INSERT INTO inventory_items (sku, initial, available, per_user_limit) VALUES (?, ?, ?, ?)",
 	item:               "SELECT initial, available, reserved, sold, per_user_limit FROM inventory_items WHERE sku = ?",
 	itemForUpdate:      "SELECT available FROM inventory_items WHERE sku = ? FOR UPDATE",
 	reservationColumns: reservationColumns,
 	byRequest:          "SELECT " + reservationColumns + " FROM inventory_reservations WHERE request_id = ?",
 	byID:               "SELECT " + reservationColumns + " FROM inventory_reservations WHERE id = ?",
-	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)" +
+	byIDForUpdate: "SELECT " + reservationColumns + ", expires_us <= " + sqldialect.MySQLClockMicros +
 		" FROM inventory_reservations WHERE id = ? FOR UPDATE",
 	takeStock:    "UPDATE inventory_items SET available = available - ?, reserved = reserved + ? WHERE sku = ? AND available >= ?",
 	confirmStock: "UPDATE inventory_items SET reserved = reserved - ?, sold = sold + ? WHERE sku = ?",
@@ -76,9 +76,9 @@ var mysqlQueries = queries{
 	userQty:      "SELECT qty FROM inventory_user_items WHERE user_id = ? AND sku = ?",
 	takeFromUser: "UPDATE inventory_user_items SET qty = qty - ? WHERE user_id = ? AND sku = ?",
 	insertReservation: "INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us)" +
-		" VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + ?)",
+		" VALUES (?, ?, ?, ?, ?, ?, " + sqldialect.MySQLClockMicros + " + ?)",
 	overdue: "SELECT id FROM inventory_reservations WHERE state = 'reserved'" +
-		" AND expires_us <= CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) ORDER BY expires_us LIMIT ?",
+		" AND expires_us <= " + sqldialect.MySQLClockMicros + " ORDER BY expires_us LIMIT ?",
 	clear: "DELETE FROM inventory_reservations WHERE sku = ?",
 }
 

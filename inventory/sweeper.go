@@ -21,7 +21,8 @@ const sweepBatch = 500
 // sweep runs on one node (lockAtLeastFor is half the interval, so nodes
 // whose timers drift do not sweep twice), and when that node dies the
 // next interval's sweep runs on another. Expired units are back in the
-// stock within the reservation TTL plus the interval.
+// stock within the reservation TTL plus the interval; plus the Locker's
+// TTL when the node sweeping dies or cannot release the slot's lock.
 //
 // The Runner's Locker's TTL must be at most max(interval, 1m), the longest
 // a sweep may hold the slot. Errors of a sweep go to onError (nil: they

@@ -29,8 +29,6 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/sqlmigrate"
 )
@@ -122,7 +120,7 @@ func (s store) insertOrder(ctx context.Context, e execer, userID, goodsID int64)
 			o.ID, err = res.LastInsertId()
 		}
 	}
-	if isDuplicate(err) {
+	if sqldialect.Duplicate(err) {
 		return Order{}, ErrDuplicateOrder
 	}
 	return o, err
@@ -146,16 +144,6 @@ func (s store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-// isDuplicate reports a unique-key violation (PostgreSQL 23505, MySQL 1062).
-func isDuplicate(err error) bool {
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && st.SQLState() == "23505" {
-		return true
-	}
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
 }
 
 func fsSub() (fs.FS, error) { return fs.Sub(migrationsFS, "migrations") }

@@ -23,7 +23,6 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/dlockhq/dlock/inventory"
-	"github.com/dlockhq/dlock/migrations"
 )
 
 // loadOptions are the flags of seckill load.
@@ -156,16 +155,11 @@ var histogramBuckets = vegeta.Buckets{0, time.Millisecond, 2 * time.Millisecond,
 
 func load(o loadOptions) (err error) {
 	ctx := context.Background()
-	db, err := openDB(ctx, o.db, 4)
+	db, err := openDB(ctx, o.db, 4, o.migrate)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	if o.migrate {
-		if err := errors.Join(migrations.Up(ctx, db), inventory.Migrate(ctx, db)); err != nil {
-			return err
-		}
-	}
 	var rows []loadRow
 	for _, st := range o.strategies {
 		r, err := loadOne(ctx, db, o, st)
@@ -187,9 +181,7 @@ func load(o loadOptions) (err error) {
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return printJSON(rows)
 	}
 	return loadReport(os.Stdout, rows, o)
 }

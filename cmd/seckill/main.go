@@ -357,9 +357,7 @@ func run(o options) (err error) {
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return printJSON(rows)
 	}
 	return report(os.Stdout, rows, o)
 }
@@ -554,4 +552,11 @@ func inventoryCommand(cmd string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "seckill %s: %v\n", cmd, err)
 	return 2
+}
+
+// printJSON prints v, indented, on stdout.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -86,8 +86,10 @@ func parseServe(args []string) (serveOptions, error) {
 	return o, err
 }
 
-// openDB opens the database of --db and checks that it answers.
-func openDB(ctx context.Context, db string, conns int) (*sql.DB, error) {
+// openDB opens the database of --db with conns connections, checks that
+// it answers and, with migrate, applies dlock's and the inventory's
+// migrations.
+func openDB(ctx context.Context, db string, conns int, migrate bool) (*sql.DB, error) {
 	driver, dsn, env := "pgx", servers.PostgresDSN(), servers.PostgresEnv
 	if db == "mysql" {
 		driver, dsn, env = "mysql", servers.MySQLDSN(), servers.MySQLEnv
@@ -104,6 +106,11 @@ func openDB(ctx context.Context, db string, conns int) (*sql.DB, error) {
 		_ = d.Close() // unreachable: the ping's error is the one to report
 		return nil, fmt.Errorf("%s not reachable at %s: %v (start it with scripts/services.sh up, or set %s)", db, servers.Redact(dsn), err, env)
 	}
+	if migrate {
+		if err := errors.Join(migrations.Up(ctx, d), inventory.Migrate(ctx, d)); err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
+	}
 	return d, nil
 }
 
@@ -113,16 +120,11 @@ func openDB(ctx context.Context, db string, conns int) (*sql.DB, error) {
 func serve(o serveOptions) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := openDB(ctx, o.db, o.conns)
+	db, err := openDB(ctx, o.db, o.conns, o.migrate)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	if o.migrate {
-		if err := errors.Join(migrations.Up(ctx, db), inventory.Migrate(ctx, db)); err != nil {
-			return err
-		}
-	}
 	s, err := inventory.New(db, inventory.WithStrategy(o.strategy), inventory.WithReservationTTL(o.ttl))
 	if err != nil {
 		return err

@@ -148,6 +148,17 @@ func Deadlock(err error) bool {
 	return errors.As(err, &my) && my.Number == 1213
 }
 
+// Duplicate reports whether err is a unique key's violation (PostgreSQL
+// 23505, MySQL 1062): the row exists already.
+func Duplicate(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "23505" {
+		return true
+	}
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1062
+}
+
 // MissingColumn reports whether err says column does not exist:
 // PostgreSQL SQLSTATE 42703, MySQL/MariaDB error 1054, naming column.
 func MissingColumn(err error, column string) bool {
