@@ -31,8 +31,7 @@ func Example() {
 	if err := s.AddItem(ctx, "phone-128gb", 10000, 2); err != nil {
 		log.Fatal(err)
 	}
-	req := inventory.Request{RequestID: "order-7f3a", UserID: 42, SKU: "phone-128gb", Qty: 2}
-	res, err := s.Reserve(ctx, req)
+	res, err := s.Reserve(ctx, "order-7f3a", 42, "phone-128gb", 2)
 	switch {
 	case errors.Is(err, inventory.ErrSoldOut), errors.Is(err, inventory.ErrOverLimit):
 		fmt.Println("rejected:", err)
@@ -40,7 +39,8 @@ func Example() {
 	case err != nil:
 		log.Fatal(err) // unknown outcome: retry with the same request id
 	}
-	again, _ := s.Reserve(ctx, req)
+	again, _ := s.Reserve(ctx, "order-7f3a", 42, "phone-128gb", 2) // a retry
+
 	fmt.Println(again.ID == res.ID)
 	if _, err := s.Confirm(ctx, res.ID); err != nil {
 		log.Fatal(err)

@@ -130,7 +130,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.items.leave(req.SKU)
-	res, err := h.s.Reserve(r.Context(), req)
+	res, err := h.s.ReserveRequest(r.Context(), req)
 	switch {
 	case err == nil:
 		reply(w, http.StatusCreated, toJSON(res))

@@ -306,12 +306,19 @@ func checkID(what, id string) error {
 	return nil
 }
 
-// Reserve holds r.Qty units of r.SKU for r.UserID until Confirm, Cancel or
-// the reservation's TTL. A rejection is an outcome too: the reservation
-// returned has State Rejected and the error is ErrSoldOut or ErrOverLimit,
-// and a retry of the request gets the same. On any other error the
-// outcome is unknown: retry with the same request id to learn it.
-func (s *Store) Reserve(ctx context.Context, r Request) (Reservation, error) {
+// Reserve holds qty units of sku for userID until Confirm, Cancel or the
+// reservation's TTL. requestID makes the request idempotent: a request
+// with an id seen before returns the first outcome. A rejection is an
+// outcome too: the reservation returned has State Rejected and the error
+// is ErrSoldOut or ErrOverLimit, and a retry of the request gets the same.
+// On any other error the outcome is unknown: retry with the same request
+// id to learn it. Bad arguments (see Request.Validate) fail before any I/O.
+func (s *Store) Reserve(ctx context.Context, requestID string, userID int64, sku string, qty int) (Reservation, error) {
+	return s.ReserveRequest(ctx, Request{RequestID: requestID, UserID: userID, SKU: sku, Qty: qty})
+}
+
+// ReserveRequest is Reserve with its arguments in a Request.
+func (s *Store) ReserveRequest(ctx context.Context, r Request) (Reservation, error) {
 	if err := r.Validate(); err != nil {
 		return Reservation{}, err
 	}

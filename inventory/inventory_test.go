@@ -96,7 +96,7 @@ func TestContention(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				res, err := s.Reserve(ctx, inventory.Request{RequestID: fmt.Sprint("r", u), UserID: int64(u + 1), SKU: "hot", Qty: 1})
+				res, err := s.Reserve(ctx, fmt.Sprint("r", u), int64(u+1), "hot", 1)
 				switch {
 				case err == nil && res.State == inventory.Reserved:
 					granted.Add(1)
@@ -179,7 +179,7 @@ func TestPerUserLimit(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					qty := 1 + (u+i)%3
-					res, err := s.Reserve(ctx, inventory.Request{RequestID: fmt.Sprintf("u%d-%d", u, i), UserID: int64(u + 1), SKU: "limited", Qty: qty})
+					res, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprintf("u%d-%d", u, i), UserID: int64(u + 1), SKU: "limited", Qty: qty})
 					switch {
 					case err == nil:
 						mu.Lock()
@@ -219,7 +219,7 @@ func TestPerUserLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Reserve(ctx, inventory.Request{RequestID: "after-cancel", UserID: 1, SKU: "limited", Qty: 4 - held[1] + res.Qty}); err != nil {
+		if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "after-cancel", UserID: 1, SKU: "limited", Qty: 4 - held[1] + res.Qty}); err != nil {
 			t.Errorf("reserving the cancelled units again: %v", err)
 		}
 	})
@@ -242,7 +242,7 @@ func TestIdempotent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := s.Reserve(ctx, req)
+				res, err := s.ReserveRequest(ctx, req)
 				if err != nil {
 					t.Error(err)
 				}
@@ -260,21 +260,21 @@ func TestIdempotent(t *testing.T) {
 				t.Errorf("copies of one request got reservations %d and %d", first, id)
 			}
 		}
-		again, err := s.Reserve(ctx, req)
+		again, err := s.ReserveRequest(ctx, req)
 		if err != nil || again.ID != first {
 			t.Errorf("retry = %+v, %v; want reservation %d", again, err, first)
 		}
 		late := inventory.Request{RequestID: "req-2", UserID: 8, SKU: "one", Qty: 1}
-		if _, err := s.Reserve(ctx, late); !errors.Is(err, inventory.ErrSoldOut) {
+		if _, err := s.ReserveRequest(ctx, late); !errors.Is(err, inventory.ErrSoldOut) {
 			t.Fatalf("second buyer of one unit: %v, want ErrSoldOut", err)
 		}
 		if _, err := s.Cancel(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := s.Reserve(ctx, late); !errors.Is(err, inventory.ErrSoldOut) || res.State != inventory.Rejected {
+		if res, err := s.ReserveRequest(ctx, late); !errors.Is(err, inventory.ErrSoldOut) || res.State != inventory.Rejected {
 			t.Errorf("retried rejection after the stock came back = %+v, %v; want the first outcome, sold out", res, err)
 		}
-		if _, err := s.Reserve(ctx, inventory.Request{RequestID: "req-1", UserID: 7, SKU: "one", Qty: 2}); !errors.Is(err, inventory.ErrRequestReused) {
+		if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "req-1", UserID: 7, SKU: "one", Qty: 2}); !errors.Is(err, inventory.ErrRequestReused) {
 			t.Errorf("request id reused for 2 units: %v, want ErrRequestReused", err)
 		}
 		it, err := s.Item(ctx, "one")
@@ -297,11 +297,11 @@ func TestLifecycle(t *testing.T) {
 		if err := s.AddItem(ctx, "sku-1", 10, 0); err != nil {
 			t.Fatal(err)
 		}
-		a, err := s.Reserve(ctx, inventory.Request{RequestID: "a", UserID: 1, SKU: "sku-1", Qty: 3})
+		a, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "a", UserID: 1, SKU: "sku-1", Qty: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := s.Reserve(ctx, inventory.Request{RequestID: "b", UserID: 2, SKU: "sku-1", Qty: 2})
+		b, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "b", UserID: 2, SKU: "sku-1", Qty: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func TestExpiry(t *testing.T) {
 			if err := s.AddItem(ctx, "exp", 50, 5); err != nil {
 				t.Fatal(err)
 			}
-			late, err := s.Reserve(ctx, inventory.Request{RequestID: "late", UserID: 1, SKU: "exp", Qty: 5})
+			late, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "late", UserID: 1, SKU: "exp", Qty: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -373,7 +373,7 @@ func TestExpiry(t *testing.T) {
 			}
 			reserved := time.Now()
 			for u := range 10 {
-				if _, err := s.Reserve(ctx, inventory.Request{RequestID: fmt.Sprint("e", u), UserID: int64(u + 1), SKU: "exp", Qty: 5}); err != nil {
+				if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprint("e", u), UserID: int64(u + 1), SKU: "exp", Qty: 5}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -404,7 +404,7 @@ func TestExpiry(t *testing.T) {
 				t.Errorf("%d reservations expired, want 11", expired)
 			}
 			// The users' room came back with the units.
-			if _, err := s.Reserve(ctx, inventory.Request{RequestID: "again", UserID: 1, SKU: "exp", Qty: 5}); err != nil {
+			if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "again", UserID: 1, SKU: "exp", Qty: 5}); err != nil {
 				t.Errorf("user 1 reserving its limit again: %v", err)
 			}
 		})
@@ -433,7 +433,7 @@ func TestBadInput(t *testing.T) {
 		"qty negative":       {RequestID: "r", UserID: 1, SKU: "ok", Qty: -1},
 		"qty huge":           {RequestID: "r", UserID: 1, SKU: "ok", Qty: inventory.MaxQty + 1},
 	} {
-		_, err := s.Reserve(ctx, r)
+		_, err := s.Reserve(ctx, r.RequestID, r.UserID, r.SKU, r.Qty)
 		if err == nil || strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want one line before any I/O", name, err)
 		}

@@ -50,7 +50,7 @@ const Nodes = 5
 
 // Slots is how many slots ExactlyOncePerSlot runs; DLOCK_SCHEDLOCK_SLOTS
 // overrides it.
-const Slots = 100
+const Slots = 50
 
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
