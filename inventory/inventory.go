@@ -161,12 +161,16 @@ func WithReservationTTL(d time.Duration) Option {
 	}
 }
 
+// MaxBatch is the largest WithMaxBatch: a batch's INSERT binds 7
+// parameters a request, and both servers bind at most 65,535.
+const MaxBatch = 4096
+
 // WithMaxBatch bounds how many Reserves the combining strategy runs in one
-// transaction (256 by default).
+// transaction (256 by default, at most MaxBatch).
 func WithMaxBatch(n int) Option {
 	return func(st *Store) error {
-		if n < 1 {
-			return fmt.Errorf("inventory: max batch %d: not positive", n)
+		if n < 1 || n > MaxBatch {
+			return fmt.Errorf("inventory: max batch %d: not between 1 and %d", n, MaxBatch)
 		}
 		st.maxBatch = n
 		return nil

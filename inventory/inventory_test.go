@@ -447,7 +447,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := inventory.New(nil); err == nil {
 		t.Error("New(nil) passed")
 	}
-	for _, o := range []inventory.Option{inventory.WithReservationTTL(0), inventory.WithMaxBatch(0), inventory.WithStrategy(9)} {
+	for _, o := range []inventory.Option{inventory.WithReservationTTL(0), inventory.WithMaxBatch(0), inventory.WithMaxBatch(inventory.MaxBatch + 1), inventory.WithStrategy(9)} {
 		if _, err := inventory.New(db, o); err == nil {
 			t.Error("New with a bad option passed")
 		}
