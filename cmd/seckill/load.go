@@ -22,6 +22,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/inventory"
 )
 
@@ -62,15 +63,8 @@ func parseLoad(args []string) (loadOptions, error) {
 	fs.StringVar(&o.chart, "chart", "", "write an SVG latency histogram to this file")
 	fs.BoolVar(&o.confirm, "confirm", false, "after the requests, confirm every reservation answered 201 (through the live processes)")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "SIGKILL the first service process this long into each run (a crash test)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Println(loadUsage)
-			os.Exit(0)
-		}
+	if err := parseFlags(fs, args, loadUsage); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := o.check(); err != nil {
 		return o, err
@@ -333,12 +327,12 @@ func count(ctx context.Context, db *sql.DB, s *inventory.Store, sku string, limi
 	row.Available, row.Reserved, row.Sold = it.Available, it.Reserved, it.Sold
 	row.Oversold = max(0, it.Reserved+it.Sold-it.Initial, -it.Available)
 	row.Balanced = it.Available+it.Reserved+it.Sold == it.Initial && it.Available >= 0 && it.Reserved >= 0 && it.Sold >= 0
-	mysql := strings.HasPrefix(fmt.Sprintf("%T", db.Driver()), "*mysql")
-	q := func(query string) string {
-		if mysql {
-			return strings.NewReplacer("$1", "?", "$2", "?").Replace(query)
-		}
-		return query
+	d, err := sqldialect.Of(ctx, db)
+	if err != nil {
+		return err
+	}
+	q := func(query string) string { // $n in the dialect's placeholders
+		return strings.NewReplacer("$1", d.Placeholder(1), "$2", d.Placeholder(2)).Replace(query)
 	}
 	held, sold, err := reservationsOf(ctx, db, q, sku, ordered, confirmed, row)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
@@ -133,7 +133,14 @@ func TestLoadDatabaseRestart(t *testing.T) {
 	srv := testenv.PostgresServer(t)
 	t.Setenv("DLOCK_PG_DSN", srv.DSN)
 	wait := loadStart("load --db postgres --strategy combining --stock 2000 --buyers 100 --procs 2 --rate 200 --duration 8s --conns 4 --migrate --json")
-	time.Sleep(4 * time.Second)
+	// Restart once the sale is under way: orders are in the database.
+	db := testenv.Open(t, "pgx", srv.DSN)
+	dlocktest.Eventually(t, func() bool {
+		var n int
+		err := db.QueryRow("SELECT count(*) FROM inventory_reservations").Scan(&n)
+		return err == nil && n >= 50 // the tables may not be there yet
+	}, "orders in the database")
+	db.Close()
 	srv.Restart(t)
 	rows := wait(t)
 	for _, r := range rows {

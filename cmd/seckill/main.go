@@ -164,17 +164,8 @@ func parse(cmd string, args []string) (options, *workerSpec, error) {
 		fs.Int64Var(&w.goods, "goods", 0, "")
 		fs.Int64Var(&w.firstUser, "first-user", 1, "")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(os.Stdout)
-			fmt.Println("usage: seckill run [flags]")
-			fs.PrintDefaults()
-			os.Exit(0)
-		}
+	if err := parseFlags(fs, args, "usage: seckill run [flags]"); err != nil {
 		return o, nil, err
-	}
-	if fs.NArg() > 0 {
-		return o, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := o.check(); err != nil {
 		return o, nil, err
@@ -559,4 +550,22 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// parseFlags parses args into fs and refuses a positional argument;
+// --help prints usage and the flags on stdout and exits 0.
+func parseFlags(fs *flag.FlagSet, args []string, usage string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Println(usage)
+			fs.PrintDefaults()
+			os.Exit(0)
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }

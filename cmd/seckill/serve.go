@@ -60,17 +60,11 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.IntVar(&o.adm.PerItem, "per-item", 1024, "reservations of one item in flight before 429")
 	fs.IntVar(&o.conns, "conns", 16, "database connections")
 	fs.BoolVar(&o.migrate, "migrate", false, "apply dlock's and the inventory's migrations first")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Println(serveUsage)
-			os.Exit(0)
-		}
+	if err := parseFlags(fs, args, serveUsage); err != nil {
 		return o, err
 	}
 	var err error
 	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.db != "postgres" && o.db != "mysql":
 		return o, fmt.Errorf("--db must be postgres or mysql, got %q", o.db)
 	case o.ttl < time.Millisecond:
