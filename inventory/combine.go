@@ -35,12 +35,18 @@ type pending struct {
 	ctx   context.Context
 	r     Request
 	limit int
-	done  chan outcomeOf // buffered: the batch never waits for its caller
+	// verdict, when not empty, is the reason the request is rejected
+	// without a look at the stock (the redis strategy's gate decided it).
+	verdict string
+	done    chan outcomeOf // buffered: the batch never waits for its caller
 }
 
 type outcomeOf struct {
 	res Reservation
 	err error
+	// fresh: the batch recorded this outcome, rather than finding it
+	// recorded by an earlier attempt of the request.
+	fresh bool
 }
 
 func (s *Store) batcher(sku string) *batcher {
@@ -57,8 +63,8 @@ func (s *Store) batcher(sku string) *batcher {
 // reserve queues r and waits for its batch's outcome, or ctx. A request
 // whose ctx ends before its batch begins is dropped; one whose batch has
 // begun is decided by it, and a retry with its request id learns how.
-func (b *batcher) reserve(ctx context.Context, r Request, limit int) (Reservation, error) {
-	p := &pending{ctx: ctx, r: r, limit: limit, done: make(chan outcomeOf, 1)}
+func (b *batcher) reserve(ctx context.Context, r Request, limit int, verdict string) outcomeOf {
+	p := &pending{ctx: ctx, r: r, limit: limit, verdict: verdict, done: make(chan outcomeOf, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	start := !b.running
@@ -69,9 +75,9 @@ func (b *batcher) reserve(ctx context.Context, r Request, limit int) (Reservatio
 	}
 	select {
 	case o := <-p.done:
-		return o.res, o.err
+		return o
 	case <-ctx.Done():
-		return Reservation{}, fmt.Errorf("inventory: reserve %q: %w (retry the request id to learn its outcome)", r.RequestID, ctx.Err())
+		return outcomeOf{err: fmt.Errorf("inventory: reserve %q: %w (retry the request id to learn its outcome)", r.RequestID, ctx.Err())}
 	}
 }
 
@@ -114,7 +120,7 @@ func (b *batcher) runBatch(batch []*pending) {
 		got, err = map[string]outcomeOf{}, nil
 		for _, p := range uniq {
 			res, err := b.s.reserveOne(ctx, p.r, p.limit)
-			got[p.r.RequestID] = outcomeOf{res, err}
+			got[p.r.RequestID] = outcomeOf{res: res, err: err}
 		}
 	}
 	for _, p := range live {
@@ -173,13 +179,8 @@ func (b *batcher) decide(ctx context.Context, reqs []*pending) (map[string]outco
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
 	g := grant{limit: fresh[0].limit, held: map[int64]int64{}, added: map[int64]int64{}}
-	if err := tx.QueryRowContext(ctx, s.q.itemForUpdate, b.sku).Scan(&g.available); err != nil {
+	if err := g.lock(ctx, tx, s.q, b.sku, fresh); err != nil {
 		return nil, err
-	}
-	if g.limit > 0 {
-		if err := g.lockUsers(ctx, tx, s.q, b.sku, fresh); err != nil {
-			return nil, err
-		}
 	}
 	rows := g.decide(fresh, s.ttl)
 	if err := g.apply(ctx, tx, s.q, b.sku); err != nil {
@@ -190,6 +191,11 @@ func (b *batcher) decide(ctx context.Context, reqs []*pending) (map[string]outco
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
+	}
+	for _, p := range fresh {
+		o := got[p.r.RequestID]
+		o.fresh = true
+		got[p.r.RequestID] = o
 	}
 	return got, nil
 }
@@ -210,6 +216,28 @@ type grant struct {
 	held      map[int64]int64 // units each user holds, as locked
 	taken     int64           // units granted
 	added     map[int64]int64 // units granted to each user
+}
+
+// lock locks the item's row, then its users' rows, for the requests the
+// stock decides (those without a verdict): a batch of rejections only
+// leaves the item's row alone.
+func (g *grant) lock(ctx context.Context, tx *sql.Tx, q *queries, sku string, fresh []*pending) error {
+	var open []*pending
+	for _, p := range fresh {
+		if p.verdict == "" {
+			open = append(open, p)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	if err := tx.QueryRowContext(ctx, q.itemForUpdate, sku).Scan(&g.available); err != nil {
+		return err
+	}
+	if g.limit == 0 {
+		return nil
+	}
+	return g.lockUsers(ctx, tx, q, sku, open)
 }
 
 // lockUsers locks the batch's users' rows of the item and reads what they
@@ -241,7 +269,8 @@ func (g *grant) lockUsers(ctx context.Context, tx *sql.Tx, q *queries, sku strin
 	return errors.Join(rows.Err(), rows.Close())
 }
 
-// decide grants reqs in order while stock and limits allow, and returns
+// decide grants reqs in order while stock and limits allow (a request
+// with a verdict is rejected for it), and returns
 // every request's reservation row: (request_id, user_id, sku, qty, state,
 // reason, ttl in µs).
 func (g *grant) decide(reqs []*pending, ttl time.Duration) []any {
@@ -250,6 +279,8 @@ func (g *grant) decide(reqs []*pending, ttl time.Duration) []any {
 		n := int64(p.r.Qty)
 		state, reason := Reserved, ""
 		switch {
+		case p.verdict != "":
+			state, reason = Rejected, p.verdict
 		case g.limit > 0 && g.held[p.r.UserID]+n > int64(g.limit):
 			state, reason = Rejected, reasonLimit
 		case n > g.available:

@@ -11,7 +11,7 @@
 // constraint keeps it), stock is never negative, and a user never holds
 // more units of an item than its per-user limit.
 //
-// Two strategies deduct stock:
+// Three strategies deduct stock:
 //
 //   - Atomic runs each Reserve as its own transaction around one
 //     conditional UPDATE … SET available = available - n WHERE available >= n:
@@ -23,6 +23,17 @@
 //     multi-row INSERT records every outcome. It is the statement queue of
 //     AliSQL's inventory hint and PolarDB's grouped hot-row update, done in
 //     the application: the database sees one transaction per batch.
+//   - Redis (WithRedis) puts a gate in front of combining: one Lua script
+//     checks the item's count in Redis, takes the units and records the
+//     grant in an outbox, so buyers of a sold-out item are turned away
+//     without a transaction on the item's row, and the batches carry
+//     grants the database then decides exactly. The database stays the
+//     ledger: the gate may let a request through that the database
+//     rejects, never sell what the database does not have. When Redis
+//     loses the count (a restart without persistence, a failover) it is
+//     rebuilt from the database; when Redis is down the database decides
+//     alone; Reconcile (run by RunSweeper) repairs the count and writes
+//     the grants of dead processes from the outbox to the database.
 //
 // The package is apart from package seckill, whose strategies are the
 // lesson (one unit, one order per buyer, oversell shown); inventory is the
@@ -123,6 +134,7 @@ type Strategy int
 const (
 	Combining Strategy = iota
 	Atomic
+	Redis
 )
 
 func (s Strategy) String() string {
@@ -131,6 +143,8 @@ func (s Strategy) String() string {
 		return "combining"
 	case Atomic:
 		return "atomic"
+	case Redis:
+		return "redis"
 	}
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
@@ -141,7 +155,7 @@ type Option func(*Store) error
 // WithStrategy sets how Reserve deducts stock (Combining by default).
 func WithStrategy(s Strategy) Option {
 	return func(st *Store) error {
-		if s != Combining && s != Atomic {
+		if s != Combining && s != Atomic && s != Redis {
 			return fmt.Errorf("inventory: unknown strategy %v", s)
 		}
 		st.strategy = s
@@ -185,6 +199,7 @@ type Store struct {
 	strategy Strategy
 	ttl      time.Duration
 	maxBatch int
+	gate     *redisGate // WithRedis's
 
 	mu       sync.Mutex
 	limits   map[string]int      // per-user limit of each item seen
@@ -202,6 +217,9 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		if err := o(s); err != nil {
 			return nil, err
 		}
+	}
+	if s.strategy == Redis && s.gate == nil {
+		return nil, errors.New("inventory: the redis strategy needs WithRedis")
 	}
 	d, err := sqldialect.Of(context.Background(), db)
 	if err != nil {
@@ -330,9 +348,13 @@ func (s *Store) ReserveRequest(ctx context.Context, r Request) (Reservation, err
 	if err != nil {
 		return Reservation{}, err
 	}
-	if s.strategy == Combining { // the batch looks up its requests' ids at once
-		res, err := s.batcher(r.SKU).reserve(ctx, r, limit)
-		return res, outcome(res, err)
+	switch s.strategy {
+	case Combining: // the batch looks up its requests' ids at once
+		o := s.batcher(r.SKU).reserve(ctx, r, limit, "")
+		return o.res, outcome(o.res, o.err)
+	case Redis:
+		o := s.reserveGated(ctx, r, limit)
+		return o.res, outcome(o.res, o.err)
 	}
 	if res, found, err := s.byRequest(ctx, s.db, r); found || err != nil {
 		return res, outcome(res, err)
@@ -574,6 +596,9 @@ func (s *Store) settleReservation(ctx context.Context, id int64, to State) (res 
 	if err := tx.Commit(); err != nil {
 		return Reservation{}, fmt.Errorf("inventory: %s %d: %w", verb(to), id, err)
 	}
+	if to != Confirmed {
+		s.giveBack(ctx, res.SKU, res.Qty)
+	}
 	res.State = to
 	return res, stateErr(to, to)
 }
@@ -688,5 +713,6 @@ func (s *Store) expire(ctx context.Context, id int64) (expired bool, err error) 
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("inventory: expire %d: %w", id, err)
 	}
+	s.giveBack(ctx, res.SKU, res.Qty)
 	return true, nil
 }

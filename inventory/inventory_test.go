@@ -14,6 +14,8 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
@@ -27,7 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var drivers = []string{"pgx", "mysql"}
 
-var strategies = []inventory.Strategy{inventory.Atomic, inventory.Combining}
+var strategies = []inventory.Strategy{inventory.Atomic, inventory.Combining, inventory.Redis}
 
 // database opens a fresh schema with the inventory's tables, on a pool
 // of at most 16 connections (the tests' servers are shared).
@@ -41,13 +43,30 @@ func database(t *testing.T, driver string) *sql.DB {
 	return db
 }
 
+// store is the inventory in db, with a Redis for the redis strategy
+// under a prefix of the test's own.
 func store(t *testing.T, db *sql.DB, opts ...inventory.Option) *inventory.Store {
 	t.Helper()
-	s, err := inventory.New(db, opts...)
+	s, err := inventory.New(db, append([]inventory.Option{inventory.WithRedis(redisClient(t), prefix(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// redisClient is a client of the test Redis, closed with t.
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var prefixes atomic.Int64
+
+// prefix is a Redis key prefix no other test uses.
+func prefix(t *testing.T) string {
+	return fmt.Sprintf("inventory-test:%d:%d:", time.Now().UnixNano(), prefixes.Add(1))
 }
 
 // each runs test on every driver and strategy.
@@ -447,10 +466,14 @@ func TestBadInput(t *testing.T) {
 	if _, err := inventory.New(nil); err == nil {
 		t.Error("New(nil) passed")
 	}
-	for _, o := range []inventory.Option{inventory.WithReservationTTL(0), inventory.WithMaxBatch(0), inventory.WithMaxBatch(inventory.MaxBatch + 1), inventory.WithStrategy(9)} {
-		if _, err := inventory.New(db, o); err == nil {
-			t.Error("New with a bad option passed")
+	for i, o := range []inventory.Option{inventory.WithReservationTTL(0), inventory.WithMaxBatch(0), inventory.WithMaxBatch(inventory.MaxBatch + 1), inventory.WithStrategy(9),
+		inventory.WithStrategy(inventory.Redis), inventory.WithRedis(nil, ""), inventory.WithRedis(redisClient(t), "a{b}:")} {
+		if _, err := inventory.New(db, o); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("New with bad option %d: %v, want one line", i, err)
 		}
+	}
+	if err := s.Reconcile(ctx, ""); err == nil || strings.Contains(err.Error(), "closed") {
+		t.Errorf("Reconcile of no sku = %v, want a refusal before I/O", err)
 	}
 	if _, err := s.Sweep(ctx, 0); err == nil {
 		t.Error("Sweep(0) passed")

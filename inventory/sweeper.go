@@ -15,7 +15,8 @@ const SweeperJob = "inventory-sweeper"
 // sweepBatch is how many reservations one Sweep call expires at most.
 const sweepBatch = 500
 
-// RunSweeper expires overdue reservations every interval until ctx ends,
+// RunSweeper expires overdue reservations every interval until ctx ends
+// (and, with the redis strategy, reconciles every item's count in Redis),
 // then returns ctx's error. Every node of the fleet may run it, each with
 // a schedlock.Runner on a Locker of the same backend: each interval's
 // sweep runs on one node (lockAtLeastFor is half the interval, so nodes
@@ -41,8 +42,11 @@ func (s *Store) RunSweeper(ctx context.Context, r *schedlock.Runner, interval ti
 	job := func(ctx context.Context, _ uint64) error {
 		for {
 			n, err := s.Sweep(ctx, sweepBatch)
-			if err != nil || n < sweepBatch {
+			if err != nil {
 				return err
+			}
+			if n < sweepBatch {
+				return s.reconcileAll(ctx)
 			}
 		}
 	}
@@ -59,4 +63,33 @@ func (s *Store) RunSweeper(ctx context.Context, r *schedlock.Runner, interval ti
 		case <-t.C:
 		}
 	}
+}
+
+// reconcileAll reconciles every item's count in Redis, for the redis
+// strategy.
+func (s *Store) reconcileAll(ctx context.Context) error {
+	if s.strategy != Redis {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT sku FROM inventory_items")
+	if err != nil {
+		return fmt.Errorf("inventory: reconcile: %w", err)
+	}
+	var skus []string
+	for rows.Next() {
+		var sku string
+		if err := rows.Scan(&sku); err != nil {
+			_ = rows.Close() // the Scan error is the one to report
+			return fmt.Errorf("inventory: reconcile: %w", err)
+		}
+		skus = append(skus, sku)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("inventory: reconcile: %w", err)
+	}
+	var errs []error
+	for _, sku := range skus {
+		errs = append(errs, s.Reconcile(ctx, sku))
+	}
+	return errors.Join(errs...)
 }

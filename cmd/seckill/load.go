@@ -11,6 +11,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/inventory"
 )
@@ -41,9 +43,10 @@ type loadOptions struct {
 	conns      int
 	killAfter  time.Duration
 	confirm    bool
+	redis      string
 }
 
-const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
+const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining,redis] [--redis 127.0.0.1:6379] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
 
 func parseLoad(args []string) (loadOptions, error) {
 	fs := flag.NewFlagSet("seckill load", flag.ContinueOnError)
@@ -51,7 +54,8 @@ func parseLoad(args []string) (loadOptions, error) {
 	var o loadOptions
 	var strategies string
 	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
-	fs.StringVar(&strategies, "strategy", "atomic,combining", "inventory strategies, comma-separated")
+	fs.StringVar(&strategies, "strategy", "atomic,combining,redis", "inventory strategies, comma-separated")
+	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server")
 	fs.IntVar(&o.stock, "stock", 10000, "units of the hot item")
 	fs.IntVar(&o.buyers, "buyers", 2000, "users buying; each may buy stock/buyers units")
 	fs.IntVar(&o.procs, "procs", 4, "service processes (seckill serve) behind the database")
@@ -92,6 +96,9 @@ func (o loadOptions) check() error {
 		return fmt.Errorf("--duration must be between 0 and 1h, got %v", o.duration)
 	case int64(o.rate)*int64(o.duration/time.Second+1) > 10_000_000:
 		return errors.New("--rate × --duration is over 10 million requests")
+	}
+	if _, _, err := net.SplitHostPort(o.redis); err != nil {
+		return fmt.Errorf("--redis must be host:port, got %q", o.redis)
 	}
 	return o.checkKill()
 }
@@ -138,6 +145,9 @@ type loadRow struct {
 	Balanced      bool   `json:"balanced"` // available + reserved + sold = initial, none negative
 	OverLimit     int    `json:"users_over_limit"`
 	FirstError    string `json:"first_error,omitempty"`
+	// RedisCount: the redis strategy's count in Redis after the run and a
+	// Reconcile, which must equal Available.
+	RedisCount *int64 `json:"redis_count,omitempty"`
 
 	hist vegeta.Histogram
 }
@@ -237,7 +247,33 @@ func loadOne(ctx context.Context, db *sql.DB, o loadOptions, st inventory.Strate
 		row.Confirmed = len(confirmed)
 	}
 	stop()
-	return row, count(ctx, db, s, sku, limit, ordered, confirmed, &row)
+	if err := count(ctx, db, s, sku, limit, ordered, confirmed, &row); err != nil {
+		return row, err
+	}
+	if st == inventory.Redis {
+		return row, redisCount(ctx, db, o.redis, sku, &row)
+	}
+	return row, nil
+}
+
+// redisCount reconciles the redis strategy's count of sku, as the
+// fleet's sweeper does, and puts it in row.
+func redisCount(ctx context.Context, db *sql.DB, addr, sku string, row *loadRow) (err error) {
+	rc, err := openRedis(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	s, err := inventory.New(db, inventory.WithStrategy(inventory.Redis), inventory.WithRedis(rc, ""))
+	if err != nil {
+		return err
+	}
+	if err := s.Reconcile(ctx, sku); err != nil {
+		return err
+	}
+	n, _, err := s.Gate(ctx, sku)
+	row.RedisCount = &n
+	return err
 }
 
 // attack is what a run's results add up to, beyond its row's counts.
@@ -412,7 +448,7 @@ func startServices(o loadOptions, st inventory.Strategy) (addrs []string, cmds [
 	}
 	for range o.procs {
 		cmd, err := serveCommand("serve", "--db", o.db, "--addr", "127.0.0.1:0", "--strategy", st.String(),
-			"--conns", strconv.Itoa(o.conns), "--per-user", "4", "--per-item", "4096")
+			"--conns", strconv.Itoa(o.conns), "--per-user", "4", "--per-item", "4096", "--redis", o.redis)
 		if err != nil {
 			return nil, nil, stop, err
 		}
@@ -469,6 +505,8 @@ func loadReport(w io.Writer, rows []loadRow, o loadOptions) error {
 		case !r.Balanced || r.Oversold > 0 || r.Duplicates != 0 || r.OverLimit > 0 || r.Lost > 0 || r.ConfirmedLost > 0:
 			fmt.Fprintf(w, "%s broke the inventory: oversold %d, duplicates %d, orders lost %d, confirms lost %d, users over the limit %d, balanced %v\n",
 				r.Strategy, r.Oversold, r.Duplicates, r.Lost, r.ConfirmedLost, r.OverLimit, r.Balanced)
+		case r.RedisCount != nil && *r.RedisCount != r.Available:
+			fmt.Fprintf(w, "%s: Redis counts %d units after Reconcile, the database %d\n", r.Strategy, *r.RedisCount, r.Available)
 		case r.Errors > 0:
 			fmt.Fprintf(w, "%s answered %d requests with errors (%d reservations held without a 201 expire by their TTL); first: %s\n",
 				r.Strategy, r.Errors, r.Unanswered, r.FirstError)

@@ -39,6 +39,8 @@ func TestBadInput(t *testing.T) {
 		"serve --ttl 0s":                      "--ttl must be at least 1ms",
 		"serve --per-user 0":                  "--per-user and --per-item must be positive",
 		"serve extra":                         `unexpected argument "extra"`,
+		"serve --redis nowhere":               "--redis must be host:port",
+		"load --redis nowhere":                "--redis must be host:port",
 		"load --rate 0":                       "must be positive",
 		"load --strategy atomic,nope":         `unknown inventory strategy "nope"`,
 		"load --procs 99":                     "at most 16 service processes",

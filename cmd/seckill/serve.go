@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/internal/servers"
 	"github.com/dlockhq/dlock/inventory"
@@ -26,6 +28,7 @@ import (
 type serveOptions struct {
 	db       string
 	addr     string
+	redis    string
 	strategy inventory.Strategy
 	ttl      time.Duration
 	sweep    time.Duration
@@ -34,16 +37,16 @@ type serveOptions struct {
 	migrate  bool
 }
 
-const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
+const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic|redis] [--redis 127.0.0.1:6379] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
 
 // strategyOf reads an inventory strategy's name.
 func strategyOf(name string) (inventory.Strategy, error) {
-	for _, s := range []inventory.Strategy{inventory.Combining, inventory.Atomic} {
+	for _, s := range []inventory.Strategy{inventory.Combining, inventory.Atomic, inventory.Redis} {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown inventory strategy %q (combining or atomic)", name)
+	return 0, fmt.Errorf("unknown inventory strategy %q (combining, atomic or redis)", name)
 }
 
 func parseServe(args []string) (serveOptions, error) {
@@ -53,7 +56,8 @@ func parseServe(args []string) (serveOptions, error) {
 	var strategy string
 	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0: any)")
-	fs.StringVar(&strategy, "strategy", "combining", "combining or atomic")
+	fs.StringVar(&strategy, "strategy", "combining", "combining, atomic or redis")
+	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Minute, "how long a reservation waits for its confirm")
 	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet)")
 	fs.IntVar(&o.adm.PerUser, "per-user", 4, "requests of one user in flight before 429")
@@ -75,6 +79,9 @@ func parseServe(args []string) (serveOptions, error) {
 		return o, errors.New("--per-user and --per-item must be positive")
 	case o.conns <= 0:
 		return o, fmt.Errorf("--conns must be positive, got %d", o.conns)
+	}
+	if _, _, err := net.SplitHostPort(o.redis); err != nil {
+		return o, fmt.Errorf("--redis must be host:port, got %q", o.redis)
 	}
 	o.strategy, err = strategyOf(strategy)
 	return o, err
@@ -108,6 +115,19 @@ func openDB(ctx context.Context, db string, conns int, migrate bool) (*sql.DB, e
 	return d, nil
 }
 
+// openRedis connects to the Redis server at addr and checks that it
+// answers.
+func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		_ = c.Close() // unreachable: the ping's error is the one to report
+		return nil, fmt.Errorf("redis not reachable at %s: %v (start it with scripts/services.sh up, or set %s)", addr, err, servers.RedisEnv)
+	}
+	return c, nil
+}
+
 // serve runs the inventory service until SIGINT or SIGTERM: the HTTP API
 // and the fleet's sweeper, which runs on one serving process at a time
 // under a lock-table schedlock slot.
@@ -119,7 +139,16 @@ func serve(o serveOptions) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	s, err := inventory.New(db, inventory.WithStrategy(o.strategy), inventory.WithReservationTTL(o.ttl))
+	opts := []inventory.Option{inventory.WithStrategy(o.strategy), inventory.WithReservationTTL(o.ttl)}
+	if o.strategy == inventory.Redis {
+		var rc *redis.Client
+		if rc, err = openRedis(ctx, o.redis); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, rc.Close()) }()
+		opts = append(opts, inventory.WithRedis(rc, ""))
+	}
+	s, err := inventory.New(db, opts...)
 	if err != nil {
 		return err
 	}

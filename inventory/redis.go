@@ -1,0 +1,345 @@
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The redis strategy keeps, for each item, a gate in Redis: a count of
+// the units a Reserve may still take, and an outbox of the grants the
+// gate made that the database has not settled yet. The database stays
+// the ledger and decides every grant exactly; the gate turns buyers away
+// once the item is sold out without a transaction on the item's row, and
+// its errors are all on the side of letting a request through to the
+// database, never of selling what the database does not have:
+//
+//   - the count is lower than the database's available units only for
+//     the moment between a grant returned (Cancel, expiry) and the gate
+//     told, or a gate decision and its settlement; Reconcile, which the
+//     sweeper runs every interval, rebuilds it;
+//   - after Redis lost the item's keys (a restart without persistence, a
+//     failover to a replica that missed writes), the first Reserve finds
+//     the count missing and rebuilds it from the database;
+//   - a grant the gate made whose process died before the database
+//     settled it stays in the outbox; once it is older than outboxAge,
+//     Reconcile writes it to the database, which grants it if the stock
+//     allows (the buyer's retry finds it; unconfirmed, it expires).
+//
+// Keys share the item's hash tag, so an item's scripts run on one node
+// of a Redis Cluster.
+
+// outboxAge is when a grant in the outbox counts as abandoned by its
+// process: the longest a combining transaction may run.
+const outboxAge = batchTimeout
+
+// redisGate is a Store's link to Redis.
+type redisGate struct {
+	c      redis.UniversalClient
+	prefix string
+	token  string        // this process's, in its outbox entries
+	seq    atomic.Uint64 // numbers this process's outbox entries
+	// abandoned is the age of an abandoned grant (outboxAge; tests
+	// shorten it).
+	abandoned time.Duration
+	mu        sync.Mutex // one rebuild of a lost count at a time
+}
+
+// WithRedis gives the redis strategy its server (required by it, unused
+// by the others), with its keys under prefix ("inventory:" when empty):
+// inventories in different databases sharing one Redis need different
+// prefixes.
+func WithRedis(c redis.UniversalClient, prefix string) Option {
+	return func(st *Store) error {
+		if c == nil {
+			return errors.New("inventory: WithRedis: nil client")
+		}
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("inventory: WithRedis: prefix %q: braces would change the keys' hash tag", prefix)
+		}
+		b := make([]byte, 8)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		st.gate = &redisGate{c: c, prefix: cmp.Or(prefix, "inventory:"), token: hex.EncodeToString(b), abandoned: outboxAge}
+		return nil
+	}
+}
+
+func (g *redisGate) keys(sku string) []string {
+	tag := g.prefix + "{" + sku + "}"
+	return []string{tag + ":stock", tag + ":outbox"}
+}
+
+// The gate's verdicts on a request.
+const (
+	gateMissing  = -1 // the item's count is not in Redis: rebuild it
+	gateSoldOut  = 0
+	gateGranted  = 1
+	gateInFlight = 2 // an earlier attempt of the request holds a grant
+)
+
+// takeScript: KEYS stock, outbox; ARGV request id, qty, entry (without
+// its time, which the script prefixes from the server's clock).
+var takeScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 2 end
+local s = redis.call('GET', KEYS[1])
+if not s then return -1 end
+local n = tonumber(ARGV[2])
+if tonumber(s) < n then return 0 end
+redis.call('DECRBY', KEYS[1], n)
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[2], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ':' .. ARGV[3])
+return 1
+`)
+
+// settleScript: KEYS stock, outbox; ARGV request id, the end of its entry
+// (the attempt's), units to give back. It acts only on the attempt's
+// entry (another settlement may have come first).
+var settleScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if not v or string.sub(v, -string.len(ARGV[2])) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+local n = tonumber(ARGV[3])
+if n > 0 and redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], n) end
+return 1
+`)
+
+// giveBackScript: KEYS stock; ARGV units the database got back.
+var giveBackScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end
+return 0
+`)
+
+// rebuildScript: KEYS stock, outbox; ARGV the database's available units,
+// then (request id, entry, qty) of each grant the database had not
+// recorded: the count is the units less those of such grants still in
+// the outbox. It may be negative: grants pending beyond the stock, which
+// the database will reject, giving their units back.
+var rebuildScript = redis.NewScript(`
+local s = tonumber(ARGV[1])
+for i = 2, #ARGV, 3 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i+1] then s = s - tonumber(ARGV[i+2]) end
+end
+redis.call('SET', KEYS[1], s)
+return s
+`)
+
+// attempt names one attempt of r in the outbox: "<user>:<qty>:<process>.<n>".
+func (g *redisGate) attempt(r Request) string {
+	return fmt.Sprintf("%d:%d:%s.%d", r.UserID, r.Qty, g.token, g.seq.Add(1))
+}
+
+// take asks the gate for r's units, and returns its verdict.
+func (g *redisGate) take(ctx context.Context, r Request, attempt string) (int, error) {
+	return takeScript.Run(ctx, g.c, g.keys(r.SKU), r.RequestID, r.Qty, attempt).Int()
+}
+
+// entry is one grant in the outbox: "<µs by Redis's clock>:<user>:<qty>:<attempt>".
+type entry struct {
+	requestID, raw string
+	at             time.Time
+	userID         int64
+	qty            int
+}
+
+func parseEntry(requestID, raw string) (entry, error) {
+	f := strings.Split(raw, ":")
+	if len(f) != 4 {
+		return entry{}, fmt.Errorf("inventory: outbox entry %q of %q: malformed", raw, requestID)
+	}
+	us, err1 := strconv.ParseInt(f[0], 10, 64)
+	user, err2 := strconv.ParseInt(f[1], 10, 64)
+	qty, err3 := strconv.Atoi(f[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return entry{}, fmt.Errorf("inventory: outbox entry %q of %q: %w", raw, requestID, err)
+	}
+	return entry{requestID: requestID, raw: raw, at: time.UnixMicro(us), userID: user, qty: qty}, nil
+}
+
+// reserveGated is the redis strategy's Reserve: the gate, then the
+// combining queue, which decides against the database's stock.
+func (s *Store) reserveGated(ctx context.Context, r Request, limit int) outcomeOf {
+	attempt := s.gate.attempt(r)
+	verdict, err := s.gate.take(ctx, r, attempt)
+	if err == nil && verdict == gateMissing {
+		if err = s.rebuildLost(ctx, r.SKU); err == nil {
+			verdict, err = s.gate.take(ctx, r, attempt)
+		}
+	}
+	b := s.batcher(r.SKU)
+	switch {
+	case err != nil || verdict == gateMissing || verdict == gateInFlight:
+		// Without the gate the database decides alone, exactly.
+		return b.reserve(ctx, r, limit, "")
+	case verdict == gateSoldOut:
+		return b.reserve(ctx, r, limit, reasonSoldOut)
+	}
+	o := b.reserve(ctx, r, limit, "")
+	if o.err != nil {
+		return o // the grant stays in the outbox until Reconcile settles it
+	}
+	s.settleGrant(context.WithoutCancel(ctx), r.SKU, r.RequestID, ":"+attempt, o)
+	return o
+}
+
+// settleGrant removes a grant (the entry ending in attempt) from the outbox
+// once the database decided its request (o), and gives its units back to the count unless the database
+// took them for it. A rejection for sold out means the count was above
+// the database's stock: the count is rebuilt.
+func (s *Store) settleGrant(ctx context.Context, sku, requestID, attempt string, o outcomeOf) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	back := 0
+	if !o.fresh || o.res.State == Rejected {
+		back = o.res.Qty
+	}
+	// An error leaves the entry for Reconcile.
+	_ = settleScript.Run(ctx, s.gate.c, s.gate.keys(sku), requestID, attempt, back).Err()
+	if o.fresh && errors.Is(o.res.Reason, ErrSoldOut) {
+		_ = s.Reconcile(ctx, sku) // the sweeper's next Reconcile retries
+	}
+}
+
+// giveBack tells the gate that units of sku went back to the stock
+// (Cancel, expiry). An error is dropped: the count stays low until the
+// next Reconcile.
+func (s *Store) giveBack(ctx context.Context, sku string, qty int) {
+	if s.strategy != Redis {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = giveBackScript.Run(ctx, s.gate.c, s.gate.keys(sku)[:1], qty).Err()
+}
+
+// rebuildLost rebuilds sku's count if it is missing, once in the process
+// at a time.
+func (s *Store) rebuildLost(ctx context.Context, sku string) error {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	n, err := s.gate.c.Exists(ctx, s.gate.keys(sku)[0]).Result()
+	if err != nil || n == 1 {
+		return err
+	}
+	return s.Reconcile(ctx, sku)
+}
+
+// Reconcile rebuilds the redis strategy's count of sku from the
+// database: the available units, less those of the gate's grants the
+// database has not recorded yet. Grants older than outboxAge, whose
+// process gave up on them or died, are written to the database first.
+// What changes meanwhile can only leave the count above the database's
+// stock (a request the database then rejects), never below it.
+// RunSweeper calls it every interval for every item; a Store without
+// WithRedis returns an error.
+func (s *Store) Reconcile(ctx context.Context, sku string) error {
+	if err := checkID("sku", sku); err != nil {
+		return err
+	}
+	if s.gate == nil {
+		return errors.New("inventory: Reconcile: the Store has no Redis (WithRedis)")
+	}
+	g := s.gate
+	keys := g.keys(sku)
+	out, err := g.c.HGetAll(ctx, keys[1]).Result()
+	if err != nil {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	now, err := g.c.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	var entries []entry
+	for id, raw := range out {
+		e, err := parseEntry(id, raw)
+		if err != nil {
+			return err
+		}
+		if now.Sub(e.at) > g.abandoned {
+			if err := s.writeAbandoned(ctx, sku, e); err != nil {
+				return err
+			}
+			continue
+		}
+		entries = append(entries, e)
+	}
+	it, err := s.Item(ctx, sku) // read before which grants it holds: a grant recorded between counts twice, never not at all
+	if err != nil {
+		return err
+	}
+	recorded, err := s.recorded(ctx, entries)
+	if err != nil {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	args := []any{it.Available}
+	for _, e := range entries {
+		if _, ok := recorded[e.requestID]; !ok {
+			args = append(args, e.requestID, e.raw, e.qty)
+		}
+	}
+	if err := rebuildScript.Run(ctx, g.c, keys, args...).Err(); err != nil {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	return nil
+}
+
+// recorded returns the outcomes the database holds of entries' requests.
+func (s *Store) recorded(ctx context.Context, entries []entry) (map[string]outcomeOf, error) {
+	got := map[string]outcomeOf{}
+	for i := 0; i < len(entries); i += MaxBatch {
+		chunk := entries[i:min(i+MaxBatch, len(entries))]
+		ids := make([]any, len(chunk))
+		for j, e := range chunk {
+			ids[j] = e.requestID
+		}
+		if err := s.collect(ctx, s.db, s.q.byRequests(len(ids)), ids, got); err != nil {
+			return nil, err
+		}
+	}
+	return got, nil
+}
+
+// writeAbandoned writes an abandoned grant of the outbox to the database
+// (which decides it) and settles it.
+func (s *Store) writeAbandoned(ctx context.Context, sku string, e entry) error {
+	limit, err := s.limit(ctx, sku)
+	if err != nil {
+		return err
+	}
+	r := Request{RequestID: e.requestID, UserID: e.userID, SKU: sku, Qty: e.qty}
+	o := s.batcher(sku).reserve(ctx, r, limit, "")
+	if o.err != nil && !errors.Is(o.err, ErrRequestReused) {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, o.err)
+	}
+	if o.err != nil { // the request id holds another request: the grant was never the database's
+		o = outcomeOf{res: Reservation{Qty: e.qty}}
+	}
+	s.settleGrant(ctx, sku, e.requestID, e.raw, o)
+	return nil
+}
+
+// Gate returns the redis strategy's count of sku: the units a Reserve may
+// still take by Redis, and false when Redis holds no count (lost, or
+// never built).
+func (s *Store) Gate(ctx context.Context, sku string) (int64, bool, error) {
+	if s.gate == nil {
+		return 0, false, errors.New("inventory: Gate: the Store has no Redis (WithRedis)")
+	}
+	n, err := s.gate.c.Get(ctx, s.gate.keys(sku)[0]).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("inventory: gate of %q: %w", sku, err)
+	}
+	return n, true, nil
+}
