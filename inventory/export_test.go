@@ -2,9 +2,22 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
 	"time"
+
+	"github.com/dlockhq/dlock/internal/sqlmigrate"
 )
+
+// MigrateDown reverts every inventory migration.
+func MigrateDown(ctx context.Context, db *sql.DB) error {
+	sub, err := fs.Sub(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	return sqlmigrate.Down(ctx, db, sub, MigrationsTable)
+}
 
 // Abandon shortens the age at which Reconcile takes a grant in the
 // outbox as abandoned by its process.

@@ -99,6 +99,7 @@ type itemJSON struct {
 	Reserved     int64  `json:"reserved"`
 	Sold         int64  `json:"sold"`
 	PerUserLimit int    `json:"per_user_limit"`
+	Buckets      int    `json:"buckets,omitempty"`
 }
 
 // ReserveBody is the body of POST /reservations.

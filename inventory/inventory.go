@@ -117,6 +117,8 @@ type Reservation struct {
 	// ExpiresAt is when a reservation not confirmed expires, by the
 	// database server's clock.
 	ExpiresAt time.Time
+
+	bucket int // of a bucketed item, the bucket its units came from
 }
 
 // Item is an item's stock.
@@ -125,6 +127,9 @@ type Item struct {
 	Initial, Available int64
 	Reserved, Sold     int64
 	PerUserLimit       int // 0: none
+	// Buckets is how many rows the item's stock is split over (the
+	// buckets strategy); 0 for one row.
+	Buckets int
 }
 
 // Strategy is how Reserve deducts stock.
@@ -135,6 +140,7 @@ const (
 	Combining Strategy = iota
 	Atomic
 	Redis
+	Buckets
 )
 
 func (s Strategy) String() string {
@@ -145,6 +151,8 @@ func (s Strategy) String() string {
 		return "atomic"
 	case Redis:
 		return "redis"
+	case Buckets:
+		return "buckets"
 	}
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
@@ -155,7 +163,7 @@ type Option func(*Store) error
 // WithStrategy sets how Reserve deducts stock (Combining by default).
 func WithStrategy(s Strategy) Option {
 	return func(st *Store) error {
-		if s != Combining && s != Atomic && s != Redis {
+		if s < Combining || s > Buckets {
 			return fmt.Errorf("inventory: unknown strategy %v", s)
 		}
 		st.strategy = s
@@ -171,6 +179,21 @@ func WithReservationTTL(d time.Duration) Option {
 			return fmt.Errorf("inventory: reservation TTL %v: less than a millisecond", d)
 		}
 		st.ttl = d
+		return nil
+	}
+}
+
+// MaxBuckets is the largest WithBuckets.
+const MaxBuckets = 256
+
+// WithBuckets sets how many rows the buckets strategy's AddItem splits an
+// item's stock over (16 by default, at most MaxBuckets).
+func WithBuckets(k int) Option {
+	return func(st *Store) error {
+		if k < 1 || k > MaxBuckets {
+			return fmt.Errorf("inventory: buckets %d: not between 1 and %d", k, MaxBuckets)
+		}
+		st.buckets = k
 		return nil
 	}
 }
@@ -199,11 +222,18 @@ type Store struct {
 	strategy Strategy
 	ttl      time.Duration
 	maxBatch int
+	buckets  int        // WithBuckets's
 	gate     *redisGate // WithRedis's
 
 	mu       sync.Mutex
-	limits   map[string]int      // per-user limit of each item seen
+	items    map[string]itemInfo // what does not change of each item seen
 	batchers map[string]*batcher // the combining queue of each item
+}
+
+// itemInfo is what does not change of an item.
+type itemInfo struct {
+	limit   int // per user; 0: none
+	buckets int // 0: not bucketed
 }
 
 // New returns the inventory in db, whose tables Migrate created.
@@ -211,8 +241,8 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("inventory: nil *sql.DB")
 	}
-	s := &Store{db: db, strategy: Combining, ttl: 10 * time.Minute, maxBatch: 256,
-		limits: map[string]int{}, batchers: map[string]*batcher{}}
+	s := &Store{db: db, strategy: Combining, ttl: 10 * time.Minute, maxBatch: 256, buckets: 16,
+		items: map[string]itemInfo{}, batchers: map[string]*batcher{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -251,13 +281,21 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // AddItem adds an item with initial units, each user limited to
-// perUserLimit of them (0: no limit).
+// perUserLimit of them (0: no limit). The buckets strategy splits the
+// units over WithBuckets rows; every Store reserves a bucketed item from
+// its buckets.
 func (s *Store) AddItem(ctx context.Context, sku string, initial int64, perUserLimit int) error {
 	if err := checkID("sku", sku); err != nil {
 		return err
 	}
 	if initial < 0 || perUserLimit < 0 {
 		return fmt.Errorf("inventory: AddItem %q: initial %d and per-user limit %d must not be negative", sku, initial, perUserLimit)
+	}
+	if s.strategy == Buckets {
+		if err := s.addBucketed(ctx, sku, initial, perUserLimit); err != nil {
+			return fmt.Errorf("inventory: AddItem %q: %w", sku, err)
+		}
+		return nil
 	}
 	args := []any{sku, initial, perUserLimit}
 	if s.q.d == sqldialect.MySQL {
@@ -270,13 +308,13 @@ func (s *Store) AddItem(ctx context.Context, sku string, initial int64, perUserL
 }
 
 // Item returns an item's stock, read in one statement: the four counts
-// are of one instant.
+// are of one instant (of a bucketed item, the sums of its buckets').
 func (s *Store) Item(ctx context.Context, sku string) (Item, error) {
 	if err := checkID("sku", sku); err != nil {
 		return Item{}, err
 	}
 	it := Item{SKU: sku}
-	err := s.db.QueryRowContext(ctx, s.q.item, sku).Scan(&it.Initial, &it.Available, &it.Reserved, &it.Sold, &it.PerUserLimit)
+	err := s.db.QueryRowContext(ctx, s.q.item, sku).Scan(&it.Initial, &it.Available, &it.Reserved, &it.Sold, &it.PerUserLimit, &it.Buckets)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Item{}, fmt.Errorf("%w %q", ErrUnknownSKU, sku)
 	}
@@ -344,15 +382,19 @@ func (s *Store) ReserveRequest(ctx context.Context, r Request) (Reservation, err
 	if err := r.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	limit, err := s.limit(ctx, r.SKU)
+	info, err := s.info(ctx, r.SKU)
 	if err != nil {
 		return Reservation{}, err
 	}
-	switch s.strategy {
-	case Combining: // the batch looks up its requests' ids at once
+	limit := info.limit
+	switch {
+	case info.buckets > 0:
+		res, err := s.reserveBucketed(ctx, r, info)
+		return res, outcome(res, err)
+	case s.strategy == Combining || s.strategy == Buckets: // the batch looks up its requests' ids at once
 		o := s.batcher(r.SKU).reserve(ctx, r, limit, "")
 		return o.res, outcome(o.res, o.err)
-	case Redis:
+	case s.strategy == Redis:
 		o := s.reserveGated(ctx, r, limit)
 		return o.res, outcome(o.res, o.err)
 	}
@@ -371,23 +413,29 @@ func outcome(res Reservation, err error) error {
 	return res.Reason
 }
 
-// limit returns the item's per-user limit, known once read: an item's
-// limit does not change.
-func (s *Store) limit(ctx context.Context, sku string) (int, error) {
+// info returns what does not change of an item, known once read.
+func (s *Store) info(ctx context.Context, sku string) (itemInfo, error) {
 	s.mu.Lock()
-	l, ok := s.limits[sku]
+	info, ok := s.items[sku]
 	s.mu.Unlock()
 	if ok {
-		return l, nil
+		return info, nil
 	}
 	it, err := s.Item(ctx, sku)
 	if err != nil {
-		return 0, err
+		return itemInfo{}, err
 	}
+	info = itemInfo{limit: it.PerUserLimit, buckets: it.Buckets}
 	s.mu.Lock()
-	s.limits[sku] = it.PerUserLimit
+	s.items[sku] = info
 	s.mu.Unlock()
-	return it.PerUserLimit, nil
+	return info, nil
+}
+
+// limit returns the item's per-user limit.
+func (s *Store) limit(ctx context.Context, sku string) (int, error) {
+	info, err := s.info(ctx, sku)
+	return info.limit, err
 }
 
 // querier is *sql.DB or *sql.Tx.
@@ -418,7 +466,7 @@ func scanReservation(row scanner, extra ...any) (Reservation, error) {
 	var res Reservation
 	var state, reason string
 	var expiresUs int64
-	err := row.Scan(append([]any{&res.ID, &res.RequestID, &res.UserID, &res.SKU, &res.Qty, &state, &reason, &expiresUs}, extra...)...)
+	err := row.Scan(append([]any{&res.ID, &res.RequestID, &res.UserID, &res.SKU, &res.Qty, &state, &reason, &expiresUs, &res.bucket}, extra...)...)
 	res.State = State(state)
 	res.Reason = reasonErr(reason)
 	res.ExpiresAt = time.UnixMicro(expiresUs)
@@ -444,17 +492,37 @@ func reasonErr(reason string) error {
 // reserveOne is the atomic strategy: one transaction for r. Rows are
 // locked in the order every path takes: the item's, then the user's.
 func (s *Store) reserveOne(ctx context.Context, r Request, limit int) (Reservation, error) {
-	reason, err := s.tryReserve(ctx, r, limit)
+	reason, err := s.tryReserve(ctx, r, limit, s.takeFromItem)
+	return s.decided(ctx, r, reason, err)
+}
+
+// decided records r's rejection for reason, if it has one, and returns
+// r's outcome after an attempt that ended in err.
+func (s *Store) decided(ctx context.Context, r Request, reason string, err error) (Reservation, error) {
 	if err != nil || reason == "" {
 		return s.settle(ctx, r, err)
 	}
-	_, err = s.insertReservation(ctx, s.db, r, Rejected, reason)
+	_, err = s.insertReservation(ctx, s.db, r, Rejected, reason, 0)
 	return s.settle(ctx, r, err)
 }
 
-// tryReserve takes r's units in a transaction that records the
+// taker takes r's units in tx, and returns the bucket they came from (0:
+// the item's row), or false when the stock does not have them.
+type taker func(ctx context.Context, tx *sql.Tx, r Request) (bucket int, ok bool, err error)
+
+// takeFromItem takes r's units from the item's row.
+func (s *Store) takeFromItem(ctx context.Context, tx *sql.Tx, r Request) (int, bool, error) {
+	res, err := tx.ExecContext(ctx, s.q.takeStock, s.q.takeStockArgs(r.SKU, int64(r.Qty))...)
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	return 0, n == 1, err
+}
+
+// tryReserve takes r's units with take in a transaction that records the
 // reservation, or returns why it could not: sold out or over the limit.
-func (s *Store) tryReserve(ctx context.Context, r Request, limit int) (reason string, err error) {
+func (s *Store) tryReserve(ctx context.Context, r Request, limit int, take taker) (reason string, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", err
@@ -464,11 +532,8 @@ func (s *Store) tryReserve(ctx context.Context, r Request, limit int) (reason st
 			_ = tx.Rollback()
 		}
 	}()
-	res, err := tx.ExecContext(ctx, s.q.takeStock, s.q.takeStockArgs(r.SKU, int64(r.Qty))...)
-	if err != nil {
-		return "", err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	bucket, ok, err := take(ctx, tx, r)
+	if err != nil || !ok {
 		return reasonSoldOut, err
 	}
 	if limit > 0 {
@@ -480,7 +545,7 @@ func (s *Store) tryReserve(ctx context.Context, r Request, limit int) (reason st
 			return reasonLimit, nil
 		}
 	}
-	if _, err := s.insertReservation(ctx, tx, r, Reserved, ""); err != nil {
+	if _, err := s.insertReservation(ctx, tx, r, Reserved, "", bucket); err != nil {
 		return "", err
 	}
 	return "", tx.Commit()
@@ -500,9 +565,9 @@ func (s *Store) addToUser(ctx context.Context, tx *sql.Tx, r Request) (int64, er
 	return held, err
 }
 
-// insertReservation records r's outcome.
-func (s *Store) insertReservation(ctx context.Context, q querier, r Request, state State, reason string) (Reservation, error) {
-	args := []any{r.RequestID, r.UserID, r.SKU, r.Qty, string(state), reason, s.ttl.Microseconds()}
+// insertReservation records r's outcome, its units from bucket.
+func (s *Store) insertReservation(ctx context.Context, q querier, r Request, state State, reason string, bucket int) (Reservation, error) {
+	args := []any{r.RequestID, r.UserID, r.SKU, r.Qty, string(state), reason, s.ttl.Microseconds(), bucket}
 	if s.q.d == sqldialect.Postgres {
 		return scanReservation(q.QueryRowContext(ctx, s.q.insertReservation, args...))
 	}
@@ -609,11 +674,15 @@ func (s *Store) move(ctx context.Context, tx *sql.Tx, res Reservation, to State)
 	if _, err := tx.ExecContext(ctx, s.q.setState, string(to), res.ID); err != nil {
 		return err
 	}
+	confirm, back, args := s.q.confirmStock, s.q.returnStock, s.q.twice(res.SKU, int64(res.Qty))
+	if res.bucket > 0 {
+		confirm, back, args = s.q.bucketConfirm, s.q.bucketReturn, s.q.bucketArgs(int64(res.Qty), res.SKU, res.bucket)
+	}
 	if to == Confirmed {
-		_, err := tx.ExecContext(ctx, s.q.confirmStock, s.q.twice(res.SKU, int64(res.Qty))...)
+		_, err := tx.ExecContext(ctx, confirm, args...)
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.q.returnStock, s.q.twice(res.SKU, int64(res.Qty))...); err != nil {
+	if _, err := tx.ExecContext(ctx, back, args...); err != nil {
 		return err
 	}
 	limit, err := s.limit(ctx, res.SKU)

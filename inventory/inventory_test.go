@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var drivers = []string{"pgx", "mysql"}
 
-var strategies = []inventory.Strategy{inventory.Atomic, inventory.Combining, inventory.Redis}
+var strategies = []inventory.Strategy{inventory.Atomic, inventory.Combining, inventory.Redis, inventory.Buckets}
 
 // database opens a fresh schema with the inventory's tables, on a pool
 // of at most 16 connections (the tests' servers are shared).
@@ -345,7 +345,11 @@ func TestLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if it != (inventory.Item{SKU: "sku-1", Initial: 10, Available: 7, Sold: 3}) {
+		want := inventory.Item{SKU: "sku-1", Initial: 10, Available: 7, Sold: 3}
+		if st == inventory.Buckets {
+			want.Buckets = 16 // the default
+		}
+		if it != want {
 			t.Errorf("item %+v, want 7 available, 3 sold", it)
 		}
 	})
@@ -467,7 +471,7 @@ func TestBadInput(t *testing.T) {
 		t.Error("New(nil) passed")
 	}
 	for i, o := range []inventory.Option{inventory.WithReservationTTL(0), inventory.WithMaxBatch(0), inventory.WithMaxBatch(inventory.MaxBatch + 1), inventory.WithStrategy(9),
-		inventory.WithStrategy(inventory.Redis), inventory.WithRedis(nil, ""), inventory.WithRedis(redisClient(t), "a{b}:")} {
+		inventory.WithStrategy(inventory.Redis), inventory.WithRedis(nil, ""), inventory.WithRedis(redisClient(t), "a{b}:"), inventory.WithBuckets(0), inventory.WithBuckets(inventory.MaxBuckets + 1)} {
 		if _, err := inventory.New(db, o); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("New with bad option %d: %v, want one line", i, err)
 		}

@@ -44,9 +44,10 @@ type loadOptions struct {
 	killAfter  time.Duration
 	confirm    bool
 	redis      string
+	buckets    int
 }
 
-const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining,redis] [--redis 127.0.0.1:6379] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
+const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining,redis,buckets] [--redis 127.0.0.1:6379] [--buckets 16] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
 
 func parseLoad(args []string) (loadOptions, error) {
 	fs := flag.NewFlagSet("seckill load", flag.ContinueOnError)
@@ -54,7 +55,8 @@ func parseLoad(args []string) (loadOptions, error) {
 	var o loadOptions
 	var strategies string
 	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
-	fs.StringVar(&strategies, "strategy", "atomic,combining,redis", "inventory strategies, comma-separated")
+	fs.StringVar(&strategies, "strategy", "atomic,combining,redis,buckets", "inventory strategies, comma-separated")
+	fs.IntVar(&o.buckets, "buckets", 16, "rows the buckets strategy splits the item over")
 	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server")
 	fs.IntVar(&o.stock, "stock", 10000, "units of the hot item")
 	fs.IntVar(&o.buyers, "buyers", 2000, "users buying; each may buy stock/buyers units")
@@ -99,6 +101,9 @@ func (o loadOptions) check() error {
 	}
 	if _, _, err := net.SplitHostPort(o.redis); err != nil {
 		return fmt.Errorf("--redis must be host:port, got %q", o.redis)
+	}
+	if o.buckets < 1 || o.buckets > inventory.MaxBuckets {
+		return fmt.Errorf("--buckets must be between 1 and %d, got %d", inventory.MaxBuckets, o.buckets)
 	}
 	return o.checkKill()
 }
@@ -195,7 +200,11 @@ func load(o loadOptions) (err error) {
 // then counts what the database holds.
 func loadOne(ctx context.Context, db *sql.DB, o loadOptions, st inventory.Strategy) (loadRow, error) {
 	row := loadRow{Strategy: st.String(), hist: vegeta.Histogram{Buckets: histogramBuckets}}
-	s, err := inventory.New(db)
+	opts := []inventory.Option{inventory.WithBuckets(o.buckets)}
+	if st == inventory.Buckets { // its AddItem splits the item
+		opts = append(opts, inventory.WithStrategy(st))
+	}
+	s, err := inventory.New(db, opts...)
 	if err != nil {
 		return row, err
 	}

@@ -77,8 +77,8 @@ func TestLoad(t *testing.T) {
 			testenv.RedisAddr(t) // the redis strategy's
 			chart := filepath.Join(t.TempDir(), "load.svg")
 			rows := loadRun(t, "load --db "+db+" --stock 100 --buyers 25 --procs 2 --rate 200 --duration 2s --conns 4 --migrate --json --chart "+chart)
-			if len(rows) != 3 || rows[0].Strategy != "atomic" || rows[1].Strategy != "combining" || rows[2].Strategy != "redis" {
-				t.Fatalf("rows %+v, want atomic, combining and redis", rows)
+			if len(rows) != 4 || rows[0].Strategy != "atomic" || rows[1].Strategy != "combining" || rows[2].Strategy != "redis" || rows[3].Strategy != "buckets" {
+				t.Fatalf("rows %+v, want atomic, combining, redis and buckets", rows)
 			}
 			if c := rows[2].RedisCount; c == nil || *c != rows[2].Available {
 				t.Errorf("redis: %+v: Redis's count after Reconcile is not the database's", rows[2])
@@ -96,7 +96,7 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), ">atomic<") || !strings.Contains(string(svg), ">combining<") || !strings.Contains(string(svg), ">redis<") {
+			if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), ">atomic<") || !strings.Contains(string(svg), ">combining<") || !strings.Contains(string(svg), ">redis<") || !strings.Contains(string(svg), ">buckets<") {
 				t.Errorf("chart:\n%s", svg)
 			}
 		})

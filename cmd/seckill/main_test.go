@@ -41,6 +41,7 @@ func TestBadInput(t *testing.T) {
 		"serve extra":                         `unexpected argument "extra"`,
 		"serve --redis nowhere":               "--redis must be host:port",
 		"load --redis nowhere":                "--redis must be host:port",
+		"load --buckets 0":                    "--buckets must be between 1 and 256",
 		"load --rate 0":                       "must be positive",
 		"load --strategy atomic,nope":         `unknown inventory strategy "nope"`,
 		"load --procs 99":                     "at most 16 service processes",

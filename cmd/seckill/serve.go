@@ -37,16 +37,16 @@ type serveOptions struct {
 	migrate  bool
 }
 
-const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic|redis] [--redis 127.0.0.1:6379] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
+const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic|redis|buckets] [--redis 127.0.0.1:6379] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
 
 // strategyOf reads an inventory strategy's name.
 func strategyOf(name string) (inventory.Strategy, error) {
-	for _, s := range []inventory.Strategy{inventory.Combining, inventory.Atomic, inventory.Redis} {
+	for _, s := range []inventory.Strategy{inventory.Combining, inventory.Atomic, inventory.Redis, inventory.Buckets} {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown inventory strategy %q (combining, atomic or redis)", name)
+	return 0, fmt.Errorf("unknown inventory strategy %q (combining, atomic, redis or buckets)", name)
 }
 
 func parseServe(args []string) (serveOptions, error) {
@@ -56,7 +56,7 @@ func parseServe(args []string) (serveOptions, error) {
 	var strategy string
 	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0: any)")
-	fs.StringVar(&strategy, "strategy", "combining", "combining, atomic or redis")
+	fs.StringVar(&strategy, "strategy", "combining", "combining, atomic, redis or buckets (an item's buckets are made when it is added; every strategy reserves a bucketed item from them)")
 	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Minute, "how long a reservation waits for its confirm")
 	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet)")

@@ -1,0 +1,1 @@
+ALTER TABLE inventory_items DROP COLUMN buckets;

@@ -1,0 +1,1 @@
+ALTER TABLE inventory_reservations DROP COLUMN bucket;
