@@ -8,14 +8,16 @@ import (
 )
 
 // The buckets strategy splits an item's stock over K rows of
-// inventory_buckets. A Reserve takes its units from one bucket, chosen at
-// random, in a transaction that locks that row alone: K buyers of the
-// item run at once where the single-row UPDATE runs one. A bucket that
-// cannot serve a request is rebalanced: a transaction locks every bucket
-// of the item, in bucket order, takes the units from the sum and spreads
-// what is left evenly over the buckets, so a sale never ends with units
-// stranded in buckets nobody drew. Units go back to (Cancel, expiry) and
-// are sold from (Confirm) the bucket they were reserved from.
+// inventory_buckets. Each process's combining batches for the item take
+// from one bucket, drawn at random, locking that row alone: processes
+// that would queue on the item's row lock each other out only when they
+// draw the same bucket. The atomic strategy's Reserve draws a bucket per
+// request. A request the drawn bucket is short of is rebalanced: a
+// transaction locks every bucket of the item, in bucket order, takes the
+// units from the sum and spreads what is left evenly over the buckets, so
+// a sale never ends with units stranded in buckets nobody drew (and the
+// process's next batch draws again). Units go back to (Cancel, expiry)
+// and are sold from (Confirm) the bucket they were reserved from.
 
 // addBucketed adds a bucketed item: its row and its buckets, in one
 // transaction.
@@ -54,8 +56,8 @@ func spread(n int64, k int) []int64 {
 	return out
 }
 
-// reserveBucketed is Reserve on a bucketed item: from a bucket drawn at
-// random, or, when it has too few units, after rebalancing.
+// reserveBucketed decides r alone on a bucketed item: from a bucket drawn
+// at random, or, when it has too few units, after rebalancing.
 func (s *Store) reserveBucketed(ctx context.Context, r Request, info itemInfo) (Reservation, error) {
 	if res, found, err := s.byRequest(ctx, s.db, r); found || err != nil {
 		return res, err

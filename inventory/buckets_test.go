@@ -80,7 +80,15 @@ func TestBucketsRebalance(t *testing.T) {
 			if _, err := other.Cancel(ctx, big.ID); err != nil {
 				t.Fatal(err)
 			}
-			res, err := other.Reserve(ctx, "other", 2, "b", 25)
+			alone := store(t, db, inventory.WithStrategy(inventory.Atomic))
+			res, err := alone.Reserve(ctx, "other", 2, "b", 24)
+			if err != nil || res.State != inventory.Reserved {
+				t.Fatalf("an atomic Store reserving the bucketed item: %+v, %v", res, err)
+			}
+			if _, err := other.Confirm(ctx, res.ID); err != nil {
+				t.Fatal(err)
+			}
+			res, err = other.Reserve(ctx, "other-1", 4, "b", 1)
 			if err != nil || res.State != inventory.Reserved {
 				t.Fatalf("a combining Store reserving the bucketed item: %+v, %v", res, err)
 			}

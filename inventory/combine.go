@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +25,10 @@ const batchTimeout = 30 * time.Second
 type batcher struct {
 	s   *Store
 	sku string
+	// bucket is, for a bucketed item, the bucket this process's batches
+	// take from, drawn at random (0: draw again); only the goroutine
+	// running batches uses it.
+	bucket int
 
 	mu      sync.Mutex
 	queue   []*pending
@@ -101,7 +106,9 @@ func (b *batcher) run() {
 
 // runBatch decides batch: in one transaction, or, when that fails for a
 // request another process recorded meanwhile or a deadlock, one request
-// at a time as the atomic strategy does.
+// at a time as the atomic strategy does. Of a bucketed item, requests the
+// batch's bucket is short of are decided one at a time too, with a
+// rebalance, and the next batch draws another bucket.
 func (b *batcher) runBatch(batch []*pending) {
 	var live []*pending
 	for _, p := range batch {
@@ -115,13 +122,18 @@ func (b *batcher) runBatch(batch []*pending) {
 	uniq := distinct(live)
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	got, err := b.decide(ctx, uniq)
+	info, err := b.s.info(ctx, b.sku) // known: the Reserves that queued the batch read it
+	var got map[string]outcomeOf
+	var short []*pending
+	if err == nil {
+		got, short, err = b.decide(ctx, uniq, info)
+	}
 	if err != nil && (sqldialect.Duplicate(err) || sqldialect.Deadlock(err)) {
-		got, err = map[string]outcomeOf{}, nil
-		for _, p := range uniq {
-			res, err := b.s.reserveOne(ctx, p.r, p.limit)
-			got[p.r.RequestID] = outcomeOf{res: res, err: err}
-		}
+		got, short, err = map[string]outcomeOf{}, uniq, nil
+	}
+	for _, p := range short {
+		res, err := b.s.reserveAlone(ctx, p.r, info)
+		got[p.r.RequestID] = outcomeOf{res: res, err: err}
 	}
 	for _, p := range live {
 		p.done <- answer(p, got[p.r.RequestID], err)
@@ -155,14 +167,16 @@ func answer(p *pending, o outcomeOf, err error) outcomeOf {
 }
 
 // decide runs one transaction for reqs (distinct request ids): it finds
-// the outcomes recorded before, locks the item's row, then the users'
-// rows, grants requests in order while stock and limits allow, takes the
-// granted units in one UPDATE and records every outcome in one INSERT.
-func (b *batcher) decide(ctx context.Context, reqs []*pending) (map[string]outcomeOf, error) {
+// the outcomes recorded before, locks the item's row (of a bucketed item,
+// the batch's bucket's), then the users' rows, grants requests in order
+// while stock and limits allow, takes the granted units in one UPDATE and
+// records every outcome in one INSERT. It returns the requests a bucket
+// was short of, undecided.
+func (b *batcher) decide(ctx context.Context, reqs []*pending, info itemInfo) (got map[string]outcomeOf, short []*pending, err error) {
 	s := b.s
-	got := make(map[string]outcomeOf, len(reqs))
+	got = make(map[string]outcomeOf, len(reqs))
 	if err := s.collect(ctx, s.db, s.q.byRequests(len(reqs)), requestIDs(reqs), got); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var fresh []*pending
 	for _, p := range reqs {
@@ -171,33 +185,45 @@ func (b *batcher) decide(ctx context.Context, reqs []*pending) (map[string]outco
 		}
 	}
 	if len(fresh) == 0 {
-		return got, nil
+		return got, nil, nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
-	g := grant{limit: fresh[0].limit, held: map[int64]int64{}, added: map[int64]int64{}}
+	g := grant{limit: info.limit, held: map[int64]int64{}, added: map[int64]int64{}}
+	if info.buckets > 0 {
+		if b.bucket == 0 {
+			b.bucket = 1 + rand.IntN(info.buckets)
+		}
+		g.bucket = b.bucket
+	}
 	if err := g.lock(ctx, tx, s.q, b.sku, fresh); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rows := g.decide(fresh, s.ttl)
+	decided, rows, short := g.decide(fresh, s.ttl)
+	if len(short) > 0 {
+		b.bucket = 0
+	}
+	if len(decided) == 0 {
+		return got, short, nil
+	}
 	if err := g.apply(ctx, tx, s.q, b.sku); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := b.record(ctx, tx, fresh, rows, got); err != nil {
-		return nil, err
+	if err := b.record(ctx, tx, decided, rows, got); err != nil {
+		return nil, nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, p := range fresh {
+	for _, p := range decided {
 		o := got[p.r.RequestID]
 		o.fresh = true
 		got[p.r.RequestID] = o
 	}
-	return got, nil
+	return got, short, nil
 }
 
 func requestIDs(reqs []*pending) []any {
@@ -211,7 +237,8 @@ func requestIDs(reqs []*pending) []any {
 // grant is one batch's decision, made under the item's row lock.
 type grant struct {
 	limit     int
-	available int64           // the item's, as locked
+	bucket    int             // of a bucketed item, the bucket locked
+	available int64           // the item's (bucket's), as locked
 	users     []int64         // the batch's users, sorted (the lock order)
 	held      map[int64]int64 // units each user holds, as locked
 	taken     int64           // units granted
@@ -231,7 +258,11 @@ func (g *grant) lock(ctx context.Context, tx *sql.Tx, q *queries, sku string, fr
 	if len(open) == 0 {
 		return nil
 	}
-	if err := tx.QueryRowContext(ctx, q.itemForUpdate, sku).Scan(&g.available); err != nil {
+	lock, args := q.itemForUpdate, []any{sku}
+	if g.bucket > 0 {
+		lock, args = q.bucketForUpdate, []any{sku, g.bucket}
+	}
+	if err := tx.QueryRowContext(ctx, lock, args...).Scan(&g.available); err != nil {
 		return err
 	}
 	if g.limit == 0 {
@@ -270,19 +301,23 @@ func (g *grant) lockUsers(ctx context.Context, tx *sql.Tx, q *queries, sku strin
 }
 
 // decide grants reqs in order while stock and limits allow (a request
-// with a verdict is rejected for it), and returns
-// every request's reservation row: (request_id, user_id, sku, qty, state,
-// reason, ttl in µs).
-func (g *grant) decide(reqs []*pending, ttl time.Duration) []any {
-	rows := make([]any, 0, 7*len(reqs))
+// with a verdict is rejected for it), and returns the requests it
+// decided with their reservation rows: (request_id, user_id, sku, qty,
+// state, reason, ttl in µs, bucket); and, when a bucket is locked, the
+// requests it was short of, which the sum of the buckets may still serve.
+func (g *grant) decide(reqs []*pending, ttl time.Duration) (decided []*pending, rows []any, short []*pending) {
+	rows = make([]any, 0, 8*len(reqs))
 	for _, p := range reqs {
 		n := int64(p.r.Qty)
-		state, reason := Reserved, ""
+		state, reason, bucket := Reserved, "", 0
 		switch {
 		case p.verdict != "":
 			state, reason = Rejected, p.verdict
 		case g.limit > 0 && g.held[p.r.UserID]+n > int64(g.limit):
 			state, reason = Rejected, reasonLimit
+		case n > g.available && g.bucket > 0:
+			short = append(short, p)
+			continue
 		case n > g.available:
 			state, reason = Rejected, reasonSoldOut
 		default:
@@ -290,10 +325,12 @@ func (g *grant) decide(reqs []*pending, ttl time.Duration) []any {
 			g.taken += n
 			g.held[p.r.UserID] += n
 			g.added[p.r.UserID] += n
+			bucket = g.bucket
 		}
-		rows = append(rows, p.r.RequestID, p.r.UserID, p.r.SKU, p.r.Qty, string(state), reason, ttl.Microseconds())
+		decided = append(decided, p)
+		rows = append(rows, p.r.RequestID, p.r.UserID, p.r.SKU, p.r.Qty, string(state), reason, ttl.Microseconds(), bucket)
 	}
-	return rows
+	return decided, rows, short
 }
 
 // apply takes the granted units from the item in one UPDATE and adds them
@@ -302,7 +339,11 @@ func (g *grant) apply(ctx context.Context, tx *sql.Tx, q *queries, sku string) e
 	if g.taken == 0 {
 		return nil
 	}
-	res, err := tx.ExecContext(ctx, q.takeStock, q.takeStockArgs(sku, g.taken)...)
+	take, args := q.takeStock, q.takeStockArgs(sku, g.taken)
+	if g.bucket > 0 {
+		take, args = q.bucketTake, q.bucketTakeArgs(g.taken, sku, g.bucket)
+	}
+	res, err := tx.ExecContext(ctx, take, args...)
 	if err != nil {
 		return err
 	}
@@ -312,7 +353,7 @@ func (g *grant) apply(ctx context.Context, tx *sql.Tx, q *queries, sku string) e
 	if g.limit == 0 {
 		return nil
 	}
-	var args []any
+	args = nil
 	for _, u := range g.users {
 		if n := g.added[u]; n > 0 {
 			args = append(args, u, sku, n)

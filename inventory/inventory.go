@@ -11,7 +11,7 @@
 // constraint keeps it), stock is never negative, and a user never holds
 // more units of an item than its per-user limit.
 //
-// Three strategies deduct stock:
+// Four strategies deduct stock:
 //
 //   - Atomic runs each Reserve as its own transaction around one
 //     conditional UPDATE … SET available = available - n WHERE available >= n:
@@ -34,6 +34,13 @@
 //     rebuilt from the database; when Redis is down the database decides
 //     alone; Reconcile (run by RunSweeper) repairs the count and writes
 //     the grants of dead processes from the outbox to the database.
+//   - Buckets makes AddItem split the item's stock over K rows
+//     (WithBuckets). Each process's combining batches take from one row
+//     drawn at random, so processes do not queue on one row lock. A row
+//     short of a request is rebalanced: all K locked in order, the units
+//     taken from the sum and the rest spread evenly, so no unit is
+//     stranded.
+//     Every Store reserves a bucketed item from its buckets.
 //
 // The package is apart from package seckill, whose strategies are the
 // lesson (one unit, one order per buyer, oversell shown); inventory is the
@@ -198,7 +205,7 @@ func WithBuckets(k int) Option {
 	}
 }
 
-// MaxBatch is the largest WithMaxBatch: a batch's INSERT binds 7
+// MaxBatch is the largest WithMaxBatch: a batch's INSERT binds 8
 // parameters a request, and both servers bind at most 65,535.
 const MaxBatch = 4096
 
@@ -388,21 +395,28 @@ func (s *Store) ReserveRequest(ctx context.Context, r Request) (Reservation, err
 	}
 	limit := info.limit
 	switch {
-	case info.buckets > 0:
-		res, err := s.reserveBucketed(ctx, r, info)
+	case s.strategy == Atomic:
+		res, err := s.reserveAlone(ctx, r, info)
 		return res, outcome(res, err)
-	case s.strategy == Combining || s.strategy == Buckets: // the batch looks up its requests' ids at once
-		o := s.batcher(r.SKU).reserve(ctx, r, limit, "")
-		return o.res, outcome(o.res, o.err)
-	case s.strategy == Redis:
+	case s.strategy == Redis && info.buckets == 0:
 		o := s.reserveGated(ctx, r, limit)
 		return o.res, outcome(o.res, o.err)
+	default: // the batch looks up its requests' ids at once
+		o := s.batcher(r.SKU).reserve(ctx, r, limit, "")
+		return o.res, outcome(o.res, o.err)
+	}
+}
+
+// reserveAlone decides r in transactions of its own: the atomic
+// strategy, and the requests a combining batch could not decide.
+func (s *Store) reserveAlone(ctx context.Context, r Request, info itemInfo) (Reservation, error) {
+	if info.buckets > 0 {
+		return s.reserveBucketed(ctx, r, info)
 	}
 	if res, found, err := s.byRequest(ctx, s.db, r); found || err != nil {
-		return res, outcome(res, err)
+		return res, err
 	}
-	res, err := s.reserveOne(ctx, r, limit)
-	return res, outcome(res, err)
+	return s.reserveOne(ctx, r, info.limit)
 }
 
 // outcome is the error Reserve returns for res.

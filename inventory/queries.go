@@ -27,9 +27,10 @@ type queries struct {
 	returning string
 
 	// The buckets strategy's: $1 is a quantity, $2 the sku, $3 a bucket.
-	insertBucketedItem, bucketsAvailable    string
-	bucketTake, bucketsForUpdate, bucketSet string
-	bucketConfirm, bucketReturn             string
+	insertBucketedItem, bucketsAvailable string
+	bucketForUpdate, bucketsForUpdate    string
+	bucketTake, bucketSet                string
+	bucketConfirm, bucketReturn          string
 }
 
 const reservationColumns = "id, request_id, user_id, sku, qty, state, reason, expires_us, bucket"
@@ -67,6 +68,7 @@ var postgresQueries = queries{
 	bucketsAvailable:   "SELECT COALESCE(SUM(available), 0) FROM inventory_buckets WHERE sku = $1",
 	bucketTake: "UPDATE inventory_buckets SET available = available - $1, reserved = reserved + $1" +
 		" WHERE sku = $2 AND bucket = $3 AND available >= $1",
+	bucketForUpdate:  "SELECT available FROM inventory_buckets WHERE sku = $1 AND bucket = $2 FOR UPDATE",
 	bucketsForUpdate: "SELECT bucket, available FROM inventory_buckets WHERE sku = $1 ORDER BY bucket FOR UPDATE",
 	bucketSet:        "UPDATE inventory_buckets SET reserved = reserved + $1, available = $4 WHERE sku = $2 AND bucket = $3",
 	bucketConfirm:    "UPDATE inventory_buckets SET reserved = reserved - $1, sold = sold + $1 WHERE sku = $2 AND bucket = $3",
@@ -105,6 +107,7 @@ var mysqlQueries = queries{
 	bucketsAvailable:   "SELECT COALESCE(SUM(available), 0) FROM inventory_buckets WHERE sku = ?",
 	bucketTake: "UPDATE inventory_buckets SET available = available - ?, reserved = reserved + ?" +
 		" WHERE sku = ? AND bucket = ? AND available >= ?",
+	bucketForUpdate:  "SELECT available FROM inventory_buckets WHERE sku = ? AND bucket = ? FOR UPDATE",
 	bucketsForUpdate: "SELECT bucket, available FROM inventory_buckets WHERE sku = ? ORDER BY bucket FOR UPDATE",
 	bucketSet:        "UPDATE inventory_buckets SET reserved = reserved + ?, available = ? WHERE sku = ? AND bucket = ?",
 	bucketConfirm:    "UPDATE inventory_buckets SET reserved = reserved - ?, sold = sold + ? WHERE sku = ? AND bucket = ?",
@@ -213,16 +216,16 @@ func (q *queries) addToUsers(n int) string {
 }
 
 // insertReservations inserts n reservations: rows of (request_id,
-// user_id, sku, qty, state, reason, ttl in µs), each expiring at the
-// server's clock plus its ttl.
+// user_id, sku, qty, state, reason, ttl in µs, bucket), each expiring at
+// the server's clock plus its ttl.
 func (q *queries) insertReservations(n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us) VALUES ")
+	b.WriteString("INSERT INTO inventory_reservations (request_id, user_id, sku, qty, state, reason, expires_us, bucket) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(" + q.list(7*i+1, 6) + ", " + q.nowUs + " + " + q.d.Placeholder(7*i+7) + ")")
+		b.WriteString("(" + q.list(8*i+1, 6) + ", " + q.nowUs + " + " + q.d.Placeholder(8*i+7) + ", " + q.d.Placeholder(8*i+8) + ")")
 	}
 	b.WriteString(q.returning)
 	return b.String()
