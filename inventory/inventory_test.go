@@ -362,75 +362,83 @@ func TestLifecycle(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	const ttl, interval, lockTTL = 500 * time.Millisecond, 300 * time.Millisecond, time.Second
 	for _, driver := range drivers {
-		t.Run(driver, func(t *testing.T) {
-			db := database(t, driver)
-			if err := migrations.Up(context.Background(), db); err != nil {
-				t.Fatal(err)
-			}
-			ctx := ctxT(t)
-			s := store(t, db, inventory.WithReservationTTL(ttl))
-			if err := s.AddItem(ctx, "exp", 50, 5); err != nil {
-				t.Fatal(err)
-			}
-			late, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "late", UserID: 1, SKU: "exp", Qty: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(ttl + 50*time.Millisecond)
-			if _, err := s.Confirm(ctx, late.ID); !errors.Is(err, inventory.ErrExpired) {
-				t.Fatalf("confirm after the TTL: %v, want ErrExpired", err)
-			}
-			swept := make(chan error, 3)
-			sctx, stop := context.WithCancel(ctx)
-			for range 3 {
-				l, err := tablelock.New(db, dlock.WithTTL(lockTTL))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { l.Close(context.Background()) })
-				r, err := schedlock.New(l)
-				if err != nil {
-					t.Fatal(err)
-				}
-				go func() { swept <- s.RunSweeper(sctx, r, interval, func(err error) { t.Error(err) }) }()
-			}
-			reserved := time.Now()
-			for u := range 10 {
-				if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprint("e", u), UserID: int64(u + 1), SKU: "exp", Qty: 5}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			dlocktest.Eventually(t, func() bool {
-				it, err := s.Item(ctx, "exp")
-				if err != nil {
-					t.Fatal(err)
-				}
-				balanced(t, it)
-				return it.Available == 50
-			}, "the expired units back")
-			// The promise is TTL + interval (+ the Locker's TTL); the
-			// slack is the machine's.
-			if took := time.Since(reserved); took > ttl+interval+lockTTL+2*time.Second {
-				t.Errorf("the units came back %v after the reservations, more than TTL %v + interval %v + the Locker's TTL %v", took, ttl, interval, lockTTL)
-			}
-			stop()
-			for range 3 {
-				if err := <-swept; !errors.Is(err, context.Canceled) {
-					t.Errorf("RunSweeper = %v, want context.Canceled", err)
-				}
-			}
-			var expired int
-			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM inventory_reservations WHERE state = 'expired'").Scan(&expired); err != nil {
-				t.Fatal(err)
-			}
-			if expired != 11 {
-				t.Errorf("%d reservations expired, want 11", expired)
-			}
-			// The users' room came back with the units.
-			if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "again", UserID: 1, SKU: "exp", Qty: 5}); err != nil {
-				t.Errorf("user 1 reserving its limit again: %v", err)
-			}
-		})
+		for _, st := range []inventory.Strategy{inventory.Combining, inventory.Redis, inventory.Buckets} {
+			t.Run(driver+"/"+st.String(), func(t *testing.T) { expiry(t, driver, st, ttl, interval, lockTTL) })
+		}
+	}
+}
+
+// expiry is TestExpiry on one driver and strategy.
+func expiry(t *testing.T, driver string, st inventory.Strategy, ttl, interval, lockTTL time.Duration) {
+	db := database(t, driver)
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	s := store(t, db, inventory.WithReservationTTL(ttl), inventory.WithStrategy(st))
+	if err := s.AddItem(ctx, "exp", 50, 5); err != nil {
+		t.Fatal(err)
+	}
+	late, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "late", UserID: 1, SKU: "exp", Qty: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl + 50*time.Millisecond)
+	if _, err := s.Confirm(ctx, late.ID); !errors.Is(err, inventory.ErrExpired) {
+		t.Fatalf("confirm after the TTL: %v, want ErrExpired", err)
+	}
+	swept := make(chan error, 3)
+	sctx, stop := context.WithCancel(ctx)
+	for range 3 {
+		l, err := tablelock.New(db, dlock.WithTTL(lockTTL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close(context.Background()) })
+		r, err := schedlock.New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { swept <- s.RunSweeper(sctx, r, interval, func(err error) { t.Error(err) }) }()
+	}
+	reserved := time.Now()
+	for u := range 10 {
+		if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprint("e", u), UserID: int64(u + 1), SKU: "exp", Qty: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlocktest.Eventually(t, func() bool {
+		it, err := s.Item(ctx, "exp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		balanced(t, it)
+		return it.Available == 50
+	}, "the expired units back")
+	// The promise is TTL + interval (+ the Locker's TTL); the
+	// slack is the machine's.
+	if took := time.Since(reserved); took > ttl+interval+lockTTL+2*time.Second {
+		t.Errorf("the units came back %v after the reservations, more than TTL %v + interval %v + the Locker's TTL %v", took, ttl, interval, lockTTL)
+	}
+	stop()
+	for range 3 {
+		if err := <-swept; !errors.Is(err, context.Canceled) {
+			t.Errorf("RunSweeper = %v, want context.Canceled", err)
+		}
+	}
+	var expired int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM inventory_reservations WHERE state = 'expired'").Scan(&expired); err != nil {
+		t.Fatal(err)
+	}
+	if expired != 11 {
+		t.Errorf("%d reservations expired, want 11", expired)
+	}
+	// The users' room came back with the units.
+	if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "again", UserID: 1, SKU: "exp", Qty: 5}); err != nil {
+		t.Errorf("user 1 reserving its limit again: %v", err)
+	}
+	if st == inventory.Redis { // the gate got the expired units back too
+		gateIs(t, s, "exp", 45)
 	}
 }
 

@@ -103,7 +103,8 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestLoadKilledService: a service process is killed (SIGKILL) mid-sale;
+// TestLoadKilledService: a service process is killed (SIGKILL) mid-sale,
+// under each strategy;
 // its clients get errors, and the inventory stays exact: every order
 // answered 201 is in the database and is confirmed through the surviving
 // process, no confirm is lost, and the units of reservations nobody was
@@ -113,8 +114,17 @@ func TestLoadKilledService(t *testing.T) {
 		return
 	}
 	testenv.Postgres(t)
-	rows := loadRun(t, "load --db postgres --strategy combining,atomic --stock 300 --buyers 30 --procs 2 --rate 300 --duration 3s --kill-after 1s --conns 4 --confirm --migrate --json")
+	testenv.RedisAddr(t)
+	rows := loadRun(t, "load --db postgres --strategy combining,atomic,redis,buckets --stock 300 --buyers 30 --procs 2 --rate 300 --duration 3s --kill-after 1s --conns 4 --confirm --migrate --json")
+	if len(rows) != 4 {
+		t.Fatalf("rows %+v, want four strategies'", rows)
+	}
 	for _, r := range rows {
+		// The killed process's grants the database never heard of stay
+		// out of Redis's count until they count as abandoned.
+		if r.Strategy == "redis" && (r.RedisCount == nil || *r.RedisCount > r.Available) {
+			t.Errorf("redis: %+v: Redis counts more than the database has", r)
+		}
 		exactRow(t, r)
 		if r.Errors == 0 {
 			t.Errorf("%s: %+v: no request failed; the kill came after the run?", r.Strategy, r)
