@@ -133,10 +133,7 @@ func (q *queries) twice(sku string, n int64) []any {
 // bucketArgs are bucketConfirm's and bucketReturn's arguments, n units of
 // sku's bucket b, in the dialect's order.
 func (q *queries) bucketArgs(n int64, sku string, b int) []any {
-	if q.d == sqldialect.Postgres {
-		return []any{n, sku, b}
-	}
-	return []any{n, n, sku, b}
+	return append(q.twice(sku, n), b)
 }
 
 // bucketTakeArgs are bucketTake's arguments.
@@ -163,15 +160,7 @@ func (q *queries) onMySQL(args ...any) []any {
 
 // insertBuckets inserts n buckets: rows of (sku, bucket, available).
 func (q *queries) insertBuckets(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO inventory_buckets (sku, bucket, available) VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(" + q.list(3*i+1, 3) + ")")
-	}
-	return b.String()
+	return "INSERT INTO inventory_buckets (sku, bucket, available) VALUES " + q.rows(n, 3)
 }
 
 // list is "p1, p2, …, pn" in the dialect's placeholders from the from-th.
@@ -199,18 +188,21 @@ func (q *queries) usersForUpdate(n int) string {
 
 // addToUsers adds to n users' units of an item: rows of (user_id, sku, qty).
 func (q *queries) addToUsers(n int) string {
+	upsert := " ON DUPLICATE KEY UPDATE qty = qty + VALUES(qty)"
+	if q.d == sqldialect.Postgres {
+		upsert = " ON CONFLICT (user_id, sku) DO UPDATE SET qty = inventory_user_items.qty + EXCLUDED.qty"
+	}
+	return "INSERT INTO inventory_user_items (user_id, sku, qty) VALUES " + q.rows(n, 3) + upsert
+}
+
+// rows is n rows of width placeholders: "(p1, p2), (p3, p4)".
+func (q *queries) rows(n, width int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO inventory_user_items (user_id, sku, qty) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(" + q.list(3*i+1, 3) + ")")
-	}
-	if q.d == sqldialect.Postgres {
-		b.WriteString(" ON CONFLICT (user_id, sku) DO UPDATE SET qty = inventory_user_items.qty + EXCLUDED.qty")
-	} else {
-		b.WriteString(" ON DUPLICATE KEY UPDATE qty = qty + VALUES(qty)")
+		b.WriteString("(" + q.list(width*i+1, width) + ")")
 	}
 	return b.String()
 }

@@ -239,8 +239,8 @@ func (s *Store) rebuildLost(ctx context.Context, sku string) error {
 // process gave up on them or died, are written to the database first.
 // What changes meanwhile can only leave the count above the database's
 // stock (a request the database then rejects), never below it.
-// RunSweeper calls it every interval for every item; a Store without
-// WithRedis returns an error.
+// RunSweeper calls it every interval for every item whose count Redis
+// holds; a Store without WithRedis returns an error.
 func (s *Store) Reconcile(ctx context.Context, sku string) error {
 	if err := checkID("sku", sku); err != nil {
 		return err
@@ -289,8 +289,16 @@ func (s *Store) Reconcile(ctx context.Context, sku string) error {
 	if err := rebuildScript.Run(ctx, g.c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
 	}
+	if err := g.c.SAdd(ctx, g.itemsKey(), sku).Err(); err != nil {
+		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
 	return nil
 }
+
+// itemsKey is the set of the items whose count Redis holds, which
+// RunSweeper reconciles (a set apart from the items' keys: it has no hash
+// tag of theirs).
+func (g *redisGate) itemsKey() string { return g.prefix + "items" }
 
 // recorded returns the outcomes the database holds of entries' requests.
 func (s *Store) recorded(ctx context.Context, entries []entry) (map[string]outcomeOf, error) {

@@ -13,8 +13,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
 	"github.com/dlockhq/dlock/inventory"
+	"github.com/dlockhq/dlock/migrations"
+	"github.com/dlockhq/dlock/schedlock"
+	"github.com/dlockhq/dlock/tablelock"
 )
 
 // redisStore is a redis-strategy inventory in a fresh database of driver,
@@ -248,3 +253,45 @@ func (quiet) Printf(context.Context, string, ...any) {}
 type loud struct{ *log.Logger }
 
 func (l loud) Printf(_ context.Context, format string, v ...any) { l.Logger.Printf(format, v...) }
+
+// TestRedisSweeperRepairs: a count left low (units went back to the
+// database and Redis was not told) is repaired by the fleet's sweeper
+// within an interval.
+func TestRedisSweeperRepairs(t *testing.T) {
+	s, db, srv := redisStore(t, "pgx")
+	ctx := ctxT(t)
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddItem(ctx, "hot", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := buy(t, s, "hot", 1, 4); got != 3 {
+		t.Fatalf("%d reserved, want 3", got)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	if err := c.Set(ctx, "inventory:{hot}:stock", 0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tablelock.New(db, dlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	r, err := schedlock.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	swept := make(chan error, 1)
+	go func() { swept <- s.RunSweeper(sctx, r, 200*time.Millisecond, func(err error) { t.Error(err) }) }()
+	dlocktest.Eventually(t, func() bool {
+		n, ok, err := s.Gate(ctx, "hot")
+		return err == nil && ok && n == 7
+	}, "the count repaired to the 7 units left")
+	stop()
+	if err := <-swept; !errors.Is(err, context.Canceled) {
+		t.Errorf("RunSweeper = %v", err)
+	}
+}

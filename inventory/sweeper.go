@@ -65,26 +65,15 @@ func (s *Store) RunSweeper(ctx context.Context, r *schedlock.Runner, interval ti
 	}
 }
 
-// reconcileAll reconciles every item's count in Redis, for the redis
-// strategy.
+// reconcileAll reconciles the count of every item Redis holds one of,
+// for the redis strategy. An item whose count Redis lost is not among
+// them: its next Reserve rebuilds it.
 func (s *Store) reconcileAll(ctx context.Context) error {
 	if s.strategy != Redis {
 		return nil
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT sku FROM inventory_items")
+	skus, err := s.gate.c.SMembers(ctx, s.gate.itemsKey()).Result()
 	if err != nil {
-		return fmt.Errorf("inventory: reconcile: %w", err)
-	}
-	var skus []string
-	for rows.Next() {
-		var sku string
-		if err := rows.Scan(&sku); err != nil {
-			_ = rows.Close() // the Scan error is the one to report
-			return fmt.Errorf("inventory: reconcile: %w", err)
-		}
-		skus = append(skus, sku)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("inventory: reconcile: %w", err)
 	}
 	var errs []error

@@ -524,6 +524,10 @@ func loadReport(w io.Writer, rows []loadRow, o loadOptions) error {
 			fmt.Fprintf(w, "%s took orders %.1f× as fast as atomic's single-row UPDATE, p99 %.0f ms against %.0f ms\n",
 				r.Strategy, r.VsAtomic, r.P99ms, p99Of(rows, "atomic"))
 		}
+		if r.OrdersPerS >= 0.9*float64(o.rate) {
+			fmt.Fprintf(w, "%s kept up with the %d requests/s sent: its ceiling is above what this run shows (raise --rate to find it)\n",
+				r.Strategy, o.rate)
+		}
 	}
 	return nil
 }

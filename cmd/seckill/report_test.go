@@ -43,3 +43,35 @@ func TestLessonsComeFromTheRun(t *testing.T) {
 		}
 	}
 }
+
+// The load report's lines come from the run's figures too.
+func TestLoadReportComesFromTheRun(t *testing.T) {
+	o := loadOptions{db: "postgres", stock: 100, buyers: 10, procs: 2, rate: 1000}
+	four := int64(4)
+	rows := []loadRow{
+		{Strategy: "atomic", Orders: 100, OrdersPerS: 100, P99ms: 900, Balanced: true},
+		{Strategy: "combining", Orders: 100, OrdersPerS: 950, VsAtomic: 9.5, P99ms: 30, Balanced: true},
+		{Strategy: "redis", Orders: 100, OrdersPerS: 300, VsAtomic: 3, P99ms: 40, Balanced: true, Available: 5, RedisCount: &four},
+		{Strategy: "buckets", Orders: 100, OrdersPerS: 200, VsAtomic: 2, Oversold: 3},
+	}
+	var b strings.Builder
+	if err := loadReport(&b, rows, o); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"combining took orders 9.5× as fast as atomic's single-row UPDATE, p99 30 ms against 900 ms",
+		"combining kept up with the 1000 requests/s sent",
+		"redis: Redis counts 4 units after Reconcile, the database 5",
+		"buckets broke the inventory: oversold 3",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the report lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"redis kept up", "atomic kept up", "atomic took orders"} {
+		if strings.Contains(got, not) {
+			t.Errorf("the report says %q of a run that shows otherwise:\n%s", not, got)
+		}
+	}
+}
