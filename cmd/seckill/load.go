@@ -510,26 +510,31 @@ func loadReport(w io.Writer, rows []loadRow, o loadOptions) error {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		switch {
-		case !r.Balanced || r.Oversold > 0 || r.Duplicates != 0 || r.OverLimit > 0 || r.Lost > 0 || r.ConfirmedLost > 0:
-			fmt.Fprintf(w, "%s broke the inventory: oversold %d, duplicates %d, orders lost %d, confirms lost %d, users over the limit %d, balanced %v\n",
-				r.Strategy, r.Oversold, r.Duplicates, r.Lost, r.ConfirmedLost, r.OverLimit, r.Balanced)
-		case r.RedisCount != nil && *r.RedisCount != r.Available:
-			fmt.Fprintf(w, "%s: Redis counts %d units after Reconcile, the database %d\n", r.Strategy, *r.RedisCount, r.Available)
-		case r.Errors > 0:
-			fmt.Fprintf(w, "%s answered %d requests with errors (%d reservations held without a 201 expire by their TTL); first: %s\n",
-				r.Strategy, r.Errors, r.Unanswered, r.FirstError)
-		}
-		if r.VsAtomic > 0 && r.Strategy != "atomic" {
-			fmt.Fprintf(w, "%s took orders %.1f× as fast as atomic's single-row UPDATE, p99 %.0f ms against %.0f ms\n",
-				r.Strategy, r.VsAtomic, r.P99ms, p99Of(rows, "atomic"))
-		}
-		if r.OrdersPerS >= 0.9*float64(o.rate) {
-			fmt.Fprintf(w, "%s kept up with the %d requests/s sent: its ceiling is above what this run shows (raise --rate to find it)\n",
-				r.Strategy, o.rate)
-		}
+		loadLessons(w, r, rows, o)
 	}
 	return nil
+}
+
+// loadLessons prints what r's figures show, against the run's other rows.
+func loadLessons(w io.Writer, r loadRow, rows []loadRow, o loadOptions) {
+	switch {
+	case !r.Balanced || r.Oversold > 0 || r.Duplicates != 0 || r.OverLimit > 0 || r.Lost > 0 || r.ConfirmedLost > 0:
+		fmt.Fprintf(w, "%s broke the inventory: oversold %d, duplicates %d, orders lost %d, confirms lost %d, users over the limit %d, balanced %v\n",
+			r.Strategy, r.Oversold, r.Duplicates, r.Lost, r.ConfirmedLost, r.OverLimit, r.Balanced)
+	case r.RedisCount != nil && *r.RedisCount != r.Available:
+		fmt.Fprintf(w, "%s: Redis counts %d units after Reconcile, the database %d\n", r.Strategy, *r.RedisCount, r.Available)
+	case r.Errors > 0:
+		fmt.Fprintf(w, "%s answered %d requests with errors (%d reservations held without a 201 expire by their TTL); first: %s\n",
+			r.Strategy, r.Errors, r.Unanswered, r.FirstError)
+	}
+	if r.VsAtomic > 0 && r.Strategy != "atomic" {
+		fmt.Fprintf(w, "%s took orders %.1f× as fast as atomic's single-row UPDATE, p99 %.0f ms against %.0f ms\n",
+			r.Strategy, r.VsAtomic, r.P99ms, p99Of(rows, "atomic"))
+	}
+	if r.OrdersPerS >= 0.9*float64(o.rate) {
+		fmt.Fprintf(w, "%s kept up with the %d requests/s sent: its ceiling is above what this run shows (raise --rate to find it)\n",
+			r.Strategy, o.rate)
+	}
 }
 
 func p99Of(rows []loadRow, strategy string) float64 {
