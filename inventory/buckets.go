@@ -12,11 +12,11 @@ import (
 // from one bucket, drawn at random, locking that row alone: processes
 // that would queue on the item's row lock each other out only when they
 // draw the same bucket. The atomic strategy's Reserve draws a bucket per
-// request. A request the drawn bucket is short of is rebalanced: a
-// transaction locks every bucket of the item, in bucket order, takes the
-// units from the sum and spreads what is left evenly over the buckets, so
-// a sale never ends with units stranded in buckets nobody drew (and the
-// process's next batch draws again). Units go back to (Cancel, expiry)
+// request. Requests the drawn bucket is short of are rebalanced (a
+// batch's together): a transaction locks every bucket of the item, in
+// bucket order, takes the units from the sum and spreads what is left
+// evenly over the buckets, so a sale never ends with units stranded in
+// buckets nobody drew (and the process's next batch draws again). Units go back to (Cancel, expiry)
 // and are sold from (Confirm) the bucket they were reserved from.
 
 // addBucketed adds a bucketed item: its row and its buckets, in one
@@ -91,37 +91,56 @@ func (s *Store) rebalance(ctx context.Context, tx *sql.Tx, r Request, drawn int)
 	if err := tx.QueryRowContext(ctx, s.q.bucketsAvailable, r.SKU).Scan(&total); err != nil || total < n {
 		return 0, false, err
 	}
-	rows, err := tx.QueryContext(ctx, s.q.bucketsForUpdate, r.SKU)
-	if err != nil {
+	p, total, err := lockPool(ctx, tx, s.q, r.SKU, drawn)
+	if err != nil || total < n {
 		return 0, false, err
 	}
-	var buckets []int
-	var had []int64
-	total = 0
+	return drawn, true, p.write(ctx, tx, s.q, r.SKU, total-n, n)
+}
+
+// pool is an item's buckets, locked together for a rebalance.
+type pool struct {
+	buckets []int
+	had     []int64 // each bucket's available units, as locked
+	drawn   int     // the bucket the units granted are reserved in
+}
+
+// lockPool locks every bucket of sku, in bucket order, and returns them
+// and the sum of their available units.
+func lockPool(ctx context.Context, tx *sql.Tx, q *queries, sku string, drawn int) (*pool, int64, error) {
+	rows, err := tx.QueryContext(ctx, q.bucketsForUpdate, sku)
+	if err != nil {
+		return nil, 0, err
+	}
+	p := &pool{drawn: drawn}
+	var total int64
 	for rows.Next() {
 		var b int
 		var avail int64
 		if err := rows.Scan(&b, &avail); err != nil {
 			_ = rows.Close() // the Scan error is the one to report
-			return 0, false, err
+			return nil, 0, err
 		}
-		buckets, had = append(buckets, b), append(had, avail)
+		p.buckets, p.had = append(p.buckets, b), append(p.had, avail)
 		total += avail
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil || total < n {
-		return 0, false, err
-	}
-	for i, avail := range spread(total-n, len(buckets)) {
-		var reserved int64
-		if buckets[i] == drawn {
-			reserved = n
+	return p, total, errors.Join(rows.Err(), rows.Close())
+}
+
+// write spreads left units evenly over the pool's buckets and adds
+// reserved units to the drawn bucket's reserved.
+func (p *pool) write(ctx context.Context, tx *sql.Tx, q *queries, sku string, left, reserved int64) error {
+	for i, avail := range spread(left, len(p.buckets)) {
+		var add int64
+		if p.buckets[i] == p.drawn {
+			add = reserved
 		}
-		if avail == had[i] && reserved == 0 {
+		if avail == p.had[i] && add == 0 {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, s.q.bucketSet, s.q.bucketSetArgs(reserved, r.SKU, buckets[i], avail)...); err != nil {
-			return 0, false, err
+		if _, err := tx.ExecContext(ctx, q.bucketSet, q.bucketSetArgs(add, sku, p.buckets[i], avail)...); err != nil {
+			return err
 		}
 	}
-	return drawn, true, nil
+	return nil
 }

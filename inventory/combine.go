@@ -124,20 +124,69 @@ func (b *batcher) runBatch(batch []*pending) {
 	defer cancel()
 	info, err := b.s.info(ctx, b.sku) // known: the Reserves that queued the batch read it
 	var got map[string]outcomeOf
-	var short []*pending
+	var short, alone []*pending
 	if err == nil {
 		got, short, err = b.decide(ctx, uniq, info)
 	}
-	if err != nil && (sqldialect.Duplicate(err) || sqldialect.Deadlock(err)) {
-		got, short, err = map[string]outcomeOf{}, uniq, nil
+	if err == nil && len(short) > 0 {
+		if err = b.rebalance(ctx, short, info, got); retryAlone(err) {
+			alone, err = short, nil
+		}
 	}
-	for _, p := range short {
+	if retryAlone(err) {
+		got, alone, err = map[string]outcomeOf{}, uniq, nil
+	}
+	for _, p := range alone {
 		res, err := b.s.reserveAlone(ctx, p.r, info)
 		got[p.r.RequestID] = outcomeOf{res: res, err: err}
 	}
 	for _, p := range live {
 		p.done <- answer(p, got[p.r.RequestID], err)
 	}
+}
+
+// retryAlone: a batch that failed with err is decided again one request
+// at a time (a request another process recorded meanwhile, a deadlock).
+func retryAlone(err error) bool {
+	return err != nil && (sqldialect.Duplicate(err) || sqldialect.Deadlock(err))
+}
+
+// rebalance decides reqs, which the batch's bucket was short of, in one
+// transaction over all the item's buckets: a sum read without locks
+// that is 0 rejects them without a lock; otherwise every bucket is
+// locked in order, the requests granted from the sum and what is left
+// spread evenly over the buckets. The next batch draws a bucket again.
+func (b *batcher) rebalance(ctx context.Context, reqs []*pending, info itemInfo, got map[string]outcomeOf) error {
+	s := b.s
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	drawn := 1 + rand.IntN(info.buckets)
+	g := grant{limit: info.limit, bucket: drawn, held: map[int64]int64{}, added: map[int64]int64{}}
+	if err := tx.QueryRowContext(ctx, s.q.bucketsAvailable, b.sku).Scan(&g.available); err != nil {
+		return err
+	}
+	if g.available > 0 {
+		if g.pool, g.available, err = lockPool(ctx, tx, s.q, b.sku, drawn); err != nil {
+			return err
+		}
+		if g.limit > 0 {
+			if err := g.lockUsers(ctx, tx, s.q, b.sku, reqs); err != nil {
+				return err
+			}
+		}
+	}
+	g.whole = true
+	decided, rows, _ := g.decide(reqs, s.ttl)
+	if err := g.apply(ctx, tx, s.q, b.sku); err != nil {
+		return err
+	}
+	if err := b.record(ctx, tx, decided, rows, got); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // distinct keeps the first of each request id: copies of a request in a
@@ -192,7 +241,7 @@ func (b *batcher) decide(ctx context.Context, reqs []*pending, info itemInfo) (g
 		return nil, nil, err
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
-	g := grant{limit: info.limit, held: map[int64]int64{}, added: map[int64]int64{}}
+	g := grant{limit: info.limit, whole: info.buckets == 0, held: map[int64]int64{}, added: map[int64]int64{}}
 	if info.buckets > 0 {
 		if b.bucket == 0 {
 			b.bucket = 1 + rand.IntN(info.buckets)
@@ -236,8 +285,12 @@ func requestIDs(reqs []*pending) []any {
 
 // grant is one batch's decision, made under the item's row lock.
 type grant struct {
-	limit     int
-	bucket    int             // of a bucketed item, the bucket locked
+	limit  int
+	bucket int // of a bucketed item, the bucket locked (or, with pool, drawn)
+	// whole: available is all the item has (its row's, or its buckets'
+	// sum): a request short of it is sold out, not short of one bucket.
+	whole     bool
+	pool      *pool           // the buckets, when all are locked
 	available int64           // the item's (bucket's), as locked
 	users     []int64         // the batch's users, sorted (the lock order)
 	held      map[int64]int64 // units each user holds, as locked
@@ -315,7 +368,7 @@ func (g *grant) decide(reqs []*pending, ttl time.Duration) (decided []*pending, 
 			state, reason = Rejected, p.verdict
 		case g.limit > 0 && g.held[p.r.UserID]+n > int64(g.limit):
 			state, reason = Rejected, reasonLimit
-		case n > g.available && g.bucket > 0:
+		case n > g.available && !g.whole:
 			short = append(short, p)
 			continue
 		case n > g.available:
@@ -339,6 +392,28 @@ func (g *grant) apply(ctx context.Context, tx *sql.Tx, q *queries, sku string) e
 	if g.taken == 0 {
 		return nil
 	}
+	if err := g.take(ctx, tx, q, sku); err != nil {
+		return err
+	}
+	if g.limit == 0 {
+		return nil
+	}
+	var args []any
+	for _, u := range g.users {
+		if n := g.added[u]; n > 0 {
+			args = append(args, u, sku, n)
+		}
+	}
+	_, err := tx.ExecContext(ctx, q.addToUsers(len(args)/3), args...)
+	return err
+}
+
+// take takes the granted units: from the item's row, the locked bucket,
+// or the pool of all buckets, spreading what is left.
+func (g *grant) take(ctx context.Context, tx *sql.Tx, q *queries, sku string) error {
+	if g.pool != nil {
+		return g.pool.write(ctx, tx, q, sku, g.available, g.taken)
+	}
 	take, args := q.takeStock, q.takeStockArgs(sku, g.taken)
 	if g.bucket > 0 {
 		take, args = q.bucketTake, q.bucketTakeArgs(g.taken, sku, g.bucket)
@@ -350,17 +425,7 @@ func (g *grant) apply(ctx context.Context, tx *sql.Tx, q *queries, sku string) e
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return cmp.Or(err, fmt.Errorf("item %q changed under its row lock", sku))
 	}
-	if g.limit == 0 {
-		return nil
-	}
-	args = nil
-	for _, u := range g.users {
-		if n := g.added[u]; n > 0 {
-			args = append(args, u, sku, n)
-		}
-	}
-	_, err = tx.ExecContext(ctx, q.addToUsers(len(args)/3), args...)
-	return err
+	return nil
 }
 
 // record inserts the batch's reservation rows in one INSERT and reads

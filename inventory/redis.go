@@ -85,6 +85,11 @@ const (
 	gateSoldOut  = 0
 	gateGranted  = 1
 	gateInFlight = 2 // an earlier attempt of the request holds a grant
+	// gateShort: the count is short of the request, but grants are
+	// pending; some may come back (a database rejection), so the database
+	// decides rather than the gate turning a buyer away for units a
+	// pending grant holds.
+	gateShort = 3
 )
 
 // takeScript: KEYS stock, outbox; ARGV request id, qty, entry (without
@@ -94,7 +99,10 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 2 end
 local s = redis.call('GET', KEYS[1])
 if not s then return -1 end
 local n = tonumber(ARGV[2])
-if tonumber(s) < n then return 0 end
+if tonumber(s) < n then
+  if redis.call('HLEN', KEYS[2]) > 0 then return 3 end
+  return 0
+end
 redis.call('DECRBY', KEYS[1], n)
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[2], ARGV[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ':' .. ARGV[3])
@@ -177,9 +185,16 @@ func (s *Store) reserveGated(ctx context.Context, r Request, limit int) outcomeO
 	}
 	b := s.batcher(r.SKU)
 	switch {
-	case err != nil || verdict == gateMissing || verdict == gateInFlight:
+	case err != nil || verdict == gateMissing:
 		// Without the gate the database decides alone, exactly.
 		return b.reserve(ctx, r, limit, "")
+	case verdict == gateInFlight || verdict == gateShort:
+		// The database decides; units it grants come off the count too.
+		o := b.reserve(ctx, r, limit, "")
+		if o.err == nil && o.fresh && o.res.State == Reserved {
+			s.giveBack(ctx, r.SKU, -r.Qty)
+		}
+		return o
 	case verdict == gateSoldOut:
 		return b.reserve(ctx, r, limit, reasonSoldOut)
 	}
@@ -209,9 +224,9 @@ func (s *Store) settleGrant(ctx context.Context, sku, requestID, attempt string,
 	}
 }
 
-// giveBack tells the gate that units of sku went back to the stock
-// (Cancel, expiry). An error is dropped: the count stays low until the
-// next Reconcile.
+// giveBack tells the gate that qty units of sku went back to the stock
+// (Cancel, expiry), or, negative, that the database granted them without
+// the gate. An error is dropped: the next Reconcile repairs the count.
 func (s *Store) giveBack(ctx context.Context, sku string, qty int) {
 	if s.strategy != Redis {
 		return
@@ -336,8 +351,9 @@ func (s *Store) writeAbandoned(ctx context.Context, sku string, e entry) error {
 }
 
 // Gate returns the redis strategy's count of sku: the units a Reserve may
-// still take by Redis, and false when Redis holds no count (lost, or
-// never built).
+// still take by Redis (negative while grants pending beyond the stock
+// wait for the database to reject them), and false when Redis holds no
+// count (lost, or never built).
 func (s *Store) Gate(ctx context.Context, sku string) (int64, bool, error) {
 	if s.gate == nil {
 		return 0, false, errors.New("inventory: Gate: the Store has no Redis (WithRedis)")
