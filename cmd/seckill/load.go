@@ -47,7 +47,7 @@ type loadOptions struct {
 	buckets    int
 }
 
-const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining,redis,buckets] [--redis 127.0.0.1:6379] [--buckets 16] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
+const loadUsage = "usage: seckill load [--db postgres|mysql] [--strategy atomic,combining,redis,buckets] [--redis 127.0.0.1:6379] [--buckets 16] [--stock 10000] [--buyers 2000] [--procs 4] [--rate 6000] [--duration 10s] [--conns 16] [--kill-after D] [--migrate] [--json] [--chart load.svg]"
 
 func parseLoad(args []string) (loadOptions, error) {
 	fs := flag.NewFlagSet("seckill load", flag.ContinueOnError)
@@ -61,7 +61,7 @@ func parseLoad(args []string) (loadOptions, error) {
 	fs.IntVar(&o.stock, "stock", 10000, "units of the hot item")
 	fs.IntVar(&o.buyers, "buyers", 2000, "users buying; each may buy stock/buyers units")
 	fs.IntVar(&o.procs, "procs", 4, "service processes (seckill serve) behind the database")
-	fs.IntVar(&o.rate, "rate", 3000, "requests per second, sent open-loop")
+	fs.IntVar(&o.rate, "rate", 6000, "requests per second, sent open-loop")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to send requests")
 	fs.IntVar(&o.conns, "conns", 16, "database connections of each service process")
 	fs.BoolVar(&o.migrate, "migrate", false, "apply dlock's and the inventory's migrations first")

@@ -11,7 +11,7 @@
 //	            [--conns 16] [--migrate]
 //	seckill load [--db postgres|mysql] [--strategy atomic,combining,redis,buckets]
 //	            [--redis 127.0.0.1:6379] [--buckets 16]
-//	            [--stock 10000] [--buyers 2000] [--procs 4] [--rate 3000]
+//	            [--stock 10000] [--buyers 2000] [--procs 4] [--rate 6000]
 //	            [--duration 10s] [--kill-after D] [--migrate] [--json] [--chart load.svg]
 //
 // serve is the inventory's HTTP API (inventory.Handler) with the fleet's
