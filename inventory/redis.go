@@ -53,6 +53,9 @@ type redisGate struct {
 	// shorten it).
 	abandoned time.Duration
 	mu        sync.Mutex // one rebuild of a lost count at a time
+	// repairing holds a *sync.Mutex per item: one repair of a count
+	// found high at a time, the others skip it.
+	repairing sync.Map
 }
 
 // WithRedis gives the redis strategy its server (required by it, unused
@@ -129,8 +132,8 @@ return 0
 
 // rebuildScript: KEYS stock, outbox; ARGV the database's available units,
 // then (request id, entry, qty) of each grant the database had not
-// recorded: the count is the units less those of such grants still in
-// the outbox. It may be negative: grants pending beyond the stock, which
+// recorded or had rejected: the count is the units less those of such
+// grants still in the outbox. It may be negative: grants pending beyond the stock, which
 // the database will reject, giving their units back.
 var rebuildScript = redis.NewScript(`
 local s = tonumber(ARGV[1])
@@ -220,8 +223,21 @@ func (s *Store) settleGrant(ctx context.Context, sku, requestID, attempt string,
 	// An error leaves the entry for Reconcile.
 	_ = settleScript.Run(ctx, s.gate.c, s.gate.keys(sku), requestID, attempt, back).Err()
 	if o.fresh && errors.Is(o.res.Reason, ErrSoldOut) {
-		_ = s.Reconcile(ctx, sku) // the sweeper's next Reconcile retries
+		s.repair(ctx, sku)
 	}
+}
+
+// repair reconciles sku's count, found above the database's stock,
+// unless a repair of it is running already: a batch of rejections makes
+// one. An error is dropped: the sweeper's next Reconcile retries.
+func (s *Store) repair(ctx context.Context, sku string) {
+	m, _ := s.gate.repairing.LoadOrStore(sku, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	if !mu.TryLock() {
+		return
+	}
+	defer mu.Unlock()
+	_ = s.Reconcile(ctx, sku)
 }
 
 // giveBack tells the gate that qty units of sku went back to the stock
@@ -250,7 +266,8 @@ func (s *Store) rebuildLost(ctx context.Context, sku string) error {
 
 // Reconcile rebuilds the redis strategy's count of sku from the
 // database: the available units, less those of the gate's grants the
-// database has not recorded yet. Grants older than outboxAge, whose
+// database has not recorded yet or rejected (their settlement gives the
+// units back). Grants older than outboxAge, whose
 // process gave up on them or died, are written to the database first.
 // What changes meanwhile can only leave the count above the database's
 // stock (a request the database then rejects), never below it.
@@ -297,7 +314,10 @@ func (s *Store) Reconcile(ctx context.Context, sku string) error {
 	}
 	args := []any{it.Available}
 	for _, e := range entries {
-		if _, ok := recorded[e.requestID]; !ok {
+		// A grant the database has not recorded will take its units; one
+		// it rejected will give them back when settled: either way they
+		// are not the count's while the grant is in the outbox.
+		if o, ok := recorded[e.requestID]; !ok || o.res.State == Rejected {
 			args = append(args, e.requestID, e.raw, e.qty)
 		}
 	}
