@@ -282,29 +282,11 @@ func (s *Store) Reconcile(ctx context.Context, sku string) error {
 	}
 	g := s.gate
 	keys := g.keys(sku)
-	out, err := g.c.HGetAll(ctx, keys[1]).Result()
+	entries, err := s.outbox(ctx, sku)
 	if err != nil {
-		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+		return err
 	}
-	now, err := g.c.Time(ctx).Result()
-	if err != nil {
-		return fmt.Errorf("inventory: reconcile %q: %w", sku, err)
-	}
-	var entries []entry
-	for id, raw := range out {
-		e, err := parseEntry(id, raw)
-		if err != nil {
-			return err
-		}
-		if now.Sub(e.at) > g.abandoned {
-			if err := s.writeAbandoned(ctx, sku, e); err != nil {
-				return err
-			}
-			continue
-		}
-		entries = append(entries, e)
-	}
-	it, err := s.Item(ctx, sku) // read before which grants it holds: a grant recorded between counts twice, never not at all
+	it, err := s.Item(ctx, sku) // read before the grants' records: one recorded in between leaves the count high, never low
 	if err != nil {
 		return err
 	}
@@ -334,6 +316,33 @@ func (s *Store) Reconcile(ctx context.Context, sku string) error {
 // RunSweeper reconciles (a set apart from the items' keys: it has no hash
 // tag of theirs).
 func (g *redisGate) itemsKey() string { return g.prefix + "items" }
+
+// outbox returns sku's grants in the outbox, after writing those older
+// than the age of an abandoned grant to the database.
+func (s *Store) outbox(ctx context.Context, sku string) ([]entry, error) {
+	g := s.gate
+	out, err := g.c.HGetAll(ctx, g.keys(sku)[1]).Result()
+	if err != nil {
+		return nil, fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	now, err := g.c.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("inventory: reconcile %q: %w", sku, err)
+	}
+	var entries []entry
+	for id, raw := range out {
+		e, err := parseEntry(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		if now.Sub(e.at) <= g.abandoned {
+			entries = append(entries, e)
+		} else if err := s.writeAbandoned(ctx, sku, e); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
 
 // recorded returns the outcomes the database holds of entries' requests.
 func (s *Store) recorded(ctx context.Context, entries []entry) (map[string]outcomeOf, error) {
