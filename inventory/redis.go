@@ -20,14 +20,18 @@ import (
 // the units a Reserve may still take, and an outbox of the grants the
 // gate made that the database has not settled yet. The database stays
 // the ledger and decides every grant exactly; the gate turns buyers away
-// once the item is sold out without a transaction on the item's row, and
-// its errors are all on the side of letting a request through to the
-// database, never of selling what the database does not have:
+// once the item is sold out and no grant is pending, without a
+// transaction on the item's row, and its errors are all on the side of
+// letting a request through to the database, never of selling what the
+// database does not have:
 //
-//   - the count is lower than the database's available units only for
-//     the moment between a grant returned (Cancel, expiry) and the gate
-//     told, or a gate decision and its settlement; Reconcile, which the
-//     sweeper runs every interval, rebuilds it;
+//   - while the count is short of a request and grants are pending (some
+//     may come back: the database rejects a grant over the user's
+//     limit), the database decides the request, and what it grants comes
+//     off the count;
+//   - the count is lower than the database's available units otherwise
+//     only between a grant returned (Cancel, expiry) and the gate told;
+//     Reconcile, which the sweeper runs every interval, rebuilds it;
 //   - after Redis lost the item's keys (a restart without persistence, a
 //     failover to a replica that missed writes), the first Reserve finds
 //     the count missing and rebuilds it from the database;
