@@ -37,9 +37,8 @@ type batcher struct {
 
 // pending is one queued Reserve.
 type pending struct {
-	ctx   context.Context
-	r     Request
-	limit int
+	ctx context.Context
+	r   Request
 	// verdict, when not empty, is the reason the request is rejected
 	// without a look at the stock (the redis strategy's gate decided it).
 	verdict string
@@ -68,8 +67,8 @@ func (s *Store) batcher(sku string) *batcher {
 // reserve queues r and waits for its batch's outcome, or ctx. A request
 // whose ctx ends before its batch begins is dropped; one whose batch has
 // begun is decided by it, and a retry with its request id learns how.
-func (b *batcher) reserve(ctx context.Context, r Request, limit int, verdict string) outcomeOf {
-	p := &pending{ctx: ctx, r: r, limit: limit, verdict: verdict, done: make(chan outcomeOf, 1)}
+func (b *batcher) reserve(ctx context.Context, r Request, verdict string) outcomeOf {
+	p := &pending{ctx: ctx, r: r, verdict: verdict, done: make(chan outcomeOf, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	start := !b.running

@@ -393,16 +393,15 @@ func (s *Store) ReserveRequest(ctx context.Context, r Request) (Reservation, err
 	if err != nil {
 		return Reservation{}, err
 	}
-	limit := info.limit
 	switch {
 	case s.strategy == Atomic:
 		res, err := s.reserveAlone(ctx, r, info)
 		return res, outcome(res, err)
 	case s.strategy == Redis && info.buckets == 0:
-		o := s.reserveGated(ctx, r, limit)
+		o := s.reserveGated(ctx, r)
 		return o.res, outcome(o.res, o.err)
 	default: // the batch looks up its requests' ids at once
-		o := s.batcher(r.SKU).reserve(ctx, r, limit, "")
+		o := s.batcher(r.SKU).reserve(ctx, r, "")
 		return o.res, outcome(o.res, o.err)
 	}
 }

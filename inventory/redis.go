@@ -182,7 +182,7 @@ func parseEntry(requestID, raw string) (entry, error) {
 
 // reserveGated is the redis strategy's Reserve: the gate, then the
 // combining queue, which decides against the database's stock.
-func (s *Store) reserveGated(ctx context.Context, r Request, limit int) outcomeOf {
+func (s *Store) reserveGated(ctx context.Context, r Request) outcomeOf {
 	attempt := s.gate.attempt(r)
 	verdict, err := s.gate.take(ctx, r, attempt)
 	if err == nil && verdict == gateMissing {
@@ -194,18 +194,18 @@ func (s *Store) reserveGated(ctx context.Context, r Request, limit int) outcomeO
 	switch {
 	case err != nil || verdict == gateMissing:
 		// Without the gate the database decides alone, exactly.
-		return b.reserve(ctx, r, limit, "")
+		return b.reserve(ctx, r, "")
 	case verdict == gateInFlight || verdict == gateShort:
 		// The database decides; units it grants come off the count too.
-		o := b.reserve(ctx, r, limit, "")
+		o := b.reserve(ctx, r, "")
 		if o.err == nil && o.fresh && o.res.State == Reserved {
 			s.giveBack(ctx, r.SKU, -r.Qty)
 		}
 		return o
 	case verdict == gateSoldOut:
-		return b.reserve(ctx, r, limit, reasonSoldOut)
+		return b.reserve(ctx, r, reasonSoldOut)
 	}
-	o := b.reserve(ctx, r, limit, "")
+	o := b.reserve(ctx, r, "")
 	if o.err != nil {
 		return o // the grant stays in the outbox until Reconcile settles it
 	}
@@ -367,12 +367,11 @@ func (s *Store) recorded(ctx context.Context, entries []entry) (map[string]outco
 // writeAbandoned writes an abandoned grant of the outbox to the database
 // (which decides it) and settles it.
 func (s *Store) writeAbandoned(ctx context.Context, sku string, e entry) error {
-	limit, err := s.limit(ctx, sku)
-	if err != nil {
+	if _, err := s.info(ctx, sku); err != nil { // the batch reads it
 		return err
 	}
 	r := Request{RequestID: e.requestID, UserID: e.userID, SKU: sku, Qty: e.qty}
-	o := s.batcher(sku).reserve(ctx, r, limit, "")
+	o := s.batcher(sku).reserve(ctx, r, "")
 	if o.err != nil && !errors.Is(o.err, ErrRequestReused) {
 		return fmt.Errorf("inventory: reconcile %q: %w", sku, o.err)
 	}
