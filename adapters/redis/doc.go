@@ -97,14 +97,15 @@
 // once a second it comes back without the writes since, so with the
 // fencing counters of earlier holds but not the current holder's lock.
 // The holders learn it at their next renewal, up to a third of a TTL
-// later. So until the server process has been up for the lease's TTL it
+// later. So until the server process has surely been up for the lease's
+// TTL (Redis reports its uptime in whole seconds: up to a second more) it
 // grants a name only when this process drew the name's last token
 // (tokens are the server's clock in microseconds, so a counter newer than
 // the process's start says so): a missing counter, or one restored from
 // disk, holds the grant back until then (Redlock's "delayed restart",
 // kept by the server itself from its uptime, which starts again with
 // every process). The cost is on fresh servers too: the first grant of
-// each name waits until the server has been up for one TTL (Lock waits;
+// each name waits until the server has surely been up for one TTL (Lock waits;
 // TryLock reports ErrNotAcquired), and each grant of a free lock reads
 // the server's uptime (INFO server, inside the script). The rule assumes
 // every Locker of a name uses one TTL; a shorter one than the holder's

@@ -62,22 +62,24 @@ func (s *RedisServer) restart(t testing.TB, args []string) {
 	s.waitReady(t)
 }
 
-// WaitUp waits until the server has been up for d: a fresh server holds
-// first grants back until it has been up for their TTL.
+// WaitUp waits until the server has surely been up for d: a fresh server
+// holds first grants back until it has surely been up for their TTL.
 func (s *RedisServer) WaitUp(t testing.TB, d time.Duration) { WaitRedisUp(t, s.Addr, d) }
 
-// WaitRedisUp waits until the Redis server on addr has been up for d (see
-// RedisServer.WaitUp). A test on fresh servers calls it before the calls
-// it times, so the hold-back does not count against their deadlines.
+// WaitRedisUp waits until the Redis server on addr has surely been up for
+// d (see RedisServer.WaitUp): its uptime_in_seconds, a difference of
+// whole seconds, is at least d plus one. A test on fresh servers calls it
+// before the calls it times, so the hold-back does not count against
+// their deadlines.
 func WaitRedisUp(t testing.TB, addr string, d time.Duration) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
-	deadline := time.Now().Add(d + 10*time.Second)
+	deadline := time.Now().Add(d + 11*time.Second)
 	for {
 		out, _ := exec.Command("redis-cli", "-p", port, "info", "server").Output()
 		for _, line := range strings.Split(string(out), "\n") {
 			if up, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-				if n, err := strconv.Atoi(up); err == nil && time.Duration(n)*time.Second >= d {
+				if n, err := strconv.Atoi(up); err == nil && time.Duration(n-1)*time.Second >= d {
 					return
 				}
 			}

@@ -81,34 +81,45 @@ end
 -- are the server's clock in microseconds (or just above it), so a counter
 -- newer than the process's start tells the name's holds since the start
 -- were granted here, where their locks are. A missing counter, or one
--- restored from disk, holds the grant back until the server has been up
--- for ttl (Redlock's "delayed restart", kept by the server itself). A
+-- restored from disk, holds the grant back until the server has surely
+-- been up for ttl (Redlock's "delayed restart", kept by the server
+-- itself; its uptime is in whole seconds, so up to a second more). A
 -- server that does not report its uptime gets no wait.
 local function restart_wait(key, ttl)
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
   if not up then
     return 0
   end
-  -- uptime_in_seconds is rounded down: the process started at or before
-  -- now - up, so a token above that was drawn by it.
-  local wait = math.max(ttl - tonumber(up) * 1000, 0)
+  -- uptime_in_seconds is the difference of two clocks in whole seconds
+  -- (now's and the start's, each rounded down): the process has been up
+  -- for more than up - 1 seconds, and may have been for little more. So
+  -- it started after now - up but before now - (up - 1), and a token
+  -- above the latter was drawn by it.
+  local surely = (tonumber(up) - 1) * 1000
+  local wait = math.max(ttl - surely, 0)
   counter(key)
   local last = before[key]
-  if wait > 0 and last and tonumber(last) > clock_us() - tonumber(up) * 1000000 then
+  if wait > 0 and last and tonumber(last) > clock_us() - surely * 1000 then
     return 0
   end
   return wait
 end
 
 -- hold_back is restart_wait after a token was drawn from the counter at
--- key, which existed if had: when the grant must wait, a counter that was
--- missing is made missing again, as it was before the draw (one that
--- existed keeps its larger value: tokens only skip).
+-- key, which existed if had: when the grant must wait, the counter goes
+-- back to what it held before the draw (missing, if it was). A drawn
+-- token left in it would be newer than the process's start, and tell the
+-- next attempt that this process granted the name's last hold: it would
+-- be let in while the holder the restart forgot still believes it holds.
 local function hold_back(key, had, ttl)
   local wait = restart_wait(key, ttl)
-  if wait > 0 and not had then
-    redis.call('del', key)
-    counters[key] = false
+  if wait > 0 then
+    if had then
+      redis.call('set', key, before[key], 'px', fence_ttl_ms)
+    else
+      redis.call('del', key)
+    end
+    counters[key] = before[key]
   end
   return wait
 end
