@@ -87,11 +87,7 @@ func (s *Store) reserveBucketed(ctx context.Context, r Request, info itemInfo) (
 // rejects r without locking anything.
 func (s *Store) rebalance(ctx context.Context, tx *sql.Tx, r Request, drawn int) (int, bool, error) {
 	n := int64(r.Qty)
-	var total int64
-	if err := tx.QueryRowContext(ctx, s.q.bucketsAvailable, r.SKU).Scan(&total); err != nil || total < n {
-		return 0, false, err
-	}
-	p, total, err := lockPool(ctx, tx, s.q, r.SKU, drawn)
+	p, total, err := lockPool(ctx, tx, s.q, r.SKU, drawn, n)
 	if err != nil || total < n {
 		return 0, false, err
 	}
@@ -106,8 +102,13 @@ type pool struct {
 }
 
 // lockPool locks every bucket of sku, in bucket order, and returns them
-// and the sum of their available units.
-func lockPool(ctx context.Context, tx *sql.Tx, q *queries, sku string, drawn int) (*pool, int64, error) {
+// and the sum of their available units; unless a sum read first without
+// locks is short of need, which it returns with no pool.
+func lockPool(ctx context.Context, tx *sql.Tx, q *queries, sku string, drawn int, need int64) (*pool, int64, error) {
+	var unlocked int64
+	if err := tx.QueryRowContext(ctx, q.bucketsAvailable, sku).Scan(&unlocked); err != nil || unlocked < need {
+		return nil, unlocked, err
+	}
 	rows, err := tx.QueryContext(ctx, q.bucketsForUpdate, sku)
 	if err != nil {
 		return nil, 0, err

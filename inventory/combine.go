@@ -163,21 +163,15 @@ func (b *batcher) rebalance(ctx context.Context, reqs []*pending, info itemInfo,
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
 	drawn := 1 + rand.IntN(info.buckets)
-	g := grant{limit: info.limit, bucket: drawn, held: map[int64]int64{}, added: map[int64]int64{}}
-	if err := tx.QueryRowContext(ctx, s.q.bucketsAvailable, b.sku).Scan(&g.available); err != nil {
+	g := grant{limit: info.limit, bucket: drawn, whole: true, held: map[int64]int64{}, added: map[int64]int64{}}
+	if g.pool, g.available, err = lockPool(ctx, tx, s.q, b.sku, drawn, 1); err != nil {
 		return err
 	}
-	if g.available > 0 {
-		if g.pool, g.available, err = lockPool(ctx, tx, s.q, b.sku, drawn); err != nil {
+	if g.pool != nil && g.limit > 0 {
+		if err := g.lockUsers(ctx, tx, s.q, b.sku, reqs); err != nil {
 			return err
 		}
-		if g.limit > 0 {
-			if err := g.lockUsers(ctx, tx, s.q, b.sku, reqs); err != nil {
-				return err
-			}
-		}
 	}
-	g.whole = true
 	decided, rows, _ := g.decide(reqs, s.ttl)
 	if err := g.apply(ctx, tx, s.q, b.sku); err != nil {
 		return err

@@ -33,3 +33,10 @@ func (s *Store) GrantOnly(ctx context.Context, r Request) error {
 	}
 	return err
 }
+
+// HoldRebuild holds the rebuild of lost counts, as a rebuild stuck on a
+// frozen server would, until the function it returns is called.
+func (s *Store) HoldRebuild() (release func()) {
+	s.gate.rebuilding <- struct{}{}
+	return func() { <-s.gate.rebuilding }
+}

@@ -56,7 +56,9 @@ type redisGate struct {
 	// abandoned is the age of an abandoned grant (outboxAge; tests
 	// shorten it).
 	abandoned time.Duration
-	mu        sync.Mutex // one rebuild of a lost count at a time
+	// rebuilding is held by the one rebuild of a lost count at a time (a
+	// channel, so a caller waiting for it leaves with its ctx).
+	rebuilding chan struct{}
 	// repairing holds a *sync.Mutex per item: one repair of a count
 	// found high at a time, the others skip it.
 	repairing sync.Map
@@ -76,7 +78,8 @@ func WithRedis(c redis.UniversalClient, prefix string) Option {
 		}
 		b := make([]byte, 8)
 		_, _ = rand.Read(b) // never fails (crypto/rand)
-		st.gate = &redisGate{c: c, prefix: cmp.Or(prefix, "inventory:"), token: hex.EncodeToString(b), abandoned: outboxAge}
+		st.gate = &redisGate{c: c, prefix: cmp.Or(prefix, "inventory:"), token: hex.EncodeToString(b),
+			abandoned: outboxAge, rebuilding: make(chan struct{}, 1)}
 		return nil
 	}
 }
@@ -209,7 +212,7 @@ func (s *Store) reserveGated(ctx context.Context, r Request) outcomeOf {
 	if o.err != nil {
 		return o // the grant stays in the outbox until Reconcile settles it
 	}
-	s.settleGrant(context.WithoutCancel(ctx), r.SKU, r.RequestID, ":"+attempt, o)
+	s.settleGrant(ctx, r.SKU, r.RequestID, ":"+attempt, o)
 	return o
 }
 
@@ -218,13 +221,11 @@ func (s *Store) reserveGated(ctx context.Context, r Request) outcomeOf {
 // took them for it. A rejection for sold out means the count was above
 // the database's stock: the count is rebuilt.
 func (s *Store) settleGrant(ctx context.Context, sku, requestID, attempt string, o outcomeOf) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	back := 0
 	if !o.fresh || o.res.State == Rejected {
 		back = o.res.Qty
 	}
-	// An error leaves the entry for Reconcile.
+	// An error (ctx ended, Redis gone) leaves the entry for Reconcile.
 	_ = settleScript.Run(ctx, s.gate.c, s.gate.keys(sku), requestID, attempt, back).Err()
 	if o.fresh && errors.Is(o.res.Reason, ErrSoldOut) {
 		s.repair(ctx, sku)
@@ -251,16 +252,18 @@ func (s *Store) giveBack(ctx context.Context, sku string, qty int) {
 	if s.strategy != Redis {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	_ = giveBackScript.Run(ctx, s.gate.c, s.gate.keys(sku)[:1], qty).Err()
 }
 
 // rebuildLost rebuilds sku's count if it is missing, once in the process
 // at a time.
 func (s *Store) rebuildLost(ctx context.Context, sku string) error {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
+	select {
+	case s.gate.rebuilding <- struct{}{}:
+		defer func() { <-s.gate.rebuilding }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	n, err := s.gate.c.Exists(ctx, s.gate.keys(sku)[0]).Result()
 	if err != nil || n == 1 {
 		return err

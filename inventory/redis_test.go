@@ -317,3 +317,25 @@ func TestRedisSweeperRepairs(t *testing.T) {
 		t.Errorf("RunSweeper = %v", err)
 	}
 }
+
+// TestRedisRebuildHonoursCtx: a Reserve that finds the count lost while
+// another rebuild of it is stuck leaves when its ctx ends, and nothing is
+// reserved.
+func TestRedisRebuildHonoursCtx(t *testing.T) {
+	s, _, _ := redisStore(t, "pgx")
+	ctx := ctxT(t)
+	if err := s.AddItem(ctx, "hot", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	release := s.HoldRebuild()
+	defer release()
+	soon, cancelled := testenv.CancelSoon()
+	_, err := s.Reserve(soon, "r1", 1, "hot", 1)
+	testenv.CheckWithinMargin(t, "Reserve waiting for a stuck rebuild", time.Now(), cancelled)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve = %v, want context.Canceled", err)
+	}
+	if it, err := s.Item(ctx, "hot"); err != nil || it.Available != 10 {
+		t.Errorf("item %+v, %v: want the 10 units untouched", it, err)
+	}
+}

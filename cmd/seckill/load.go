@@ -11,7 +11,6 @@ import (
 	"html"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -99,8 +98,8 @@ func (o loadOptions) check() error {
 	case int64(o.rate)*int64(o.duration/time.Second+1) > 10_000_000:
 		return errors.New("--rate × --duration is over 10 million requests")
 	}
-	if _, _, err := net.SplitHostPort(o.redis); err != nil {
-		return fmt.Errorf("--redis must be host:port, got %q", o.redis)
+	if err := checkRedisAddr(o.redis); err != nil {
+		return err
 	}
 	if o.buckets < 1 || o.buckets > inventory.MaxBuckets {
 		return fmt.Errorf("--buckets must be between 1 and %d, got %d", inventory.MaxBuckets, o.buckets)

@@ -80,8 +80,8 @@ func parseServe(args []string) (serveOptions, error) {
 	case o.conns <= 0:
 		return o, fmt.Errorf("--conns must be positive, got %d", o.conns)
 	}
-	if _, _, err := net.SplitHostPort(o.redis); err != nil {
-		return o, fmt.Errorf("--redis must be host:port, got %q", o.redis)
+	if err := checkRedisAddr(o.redis); err != nil {
+		return o, err
 	}
 	o.strategy, err = strategyOf(strategy)
 	return o, err
@@ -113,6 +113,14 @@ func openDB(ctx context.Context, db string, conns int, migrate bool) (*sql.DB, e
 		}
 	}
 	return d, nil
+}
+
+// checkRedisAddr refuses a --redis that is not host:port.
+func checkRedisAddr(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--redis must be host:port, got %q", addr)
+	}
+	return nil
 }
 
 // openRedis connects to the Redis server at addr and checks that it
