@@ -221,6 +221,7 @@ var (
 	_ driver.Blocker       = (*backend)(nil)
 	_ driver.Transferer    = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
+	_ driver.CancelBound   = (*backend)(nil)
 	_ driver.TTLBounded    = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 	_ dlock.Recorder       = (*backend)(nil)
@@ -243,6 +244,10 @@ func (b *backend) BoundsCalls() bool {
 	b.mu.Unlock()
 	return d != nil && d.waitFirst()
 }
+
+// EndsOnCancel implements driver.CancelBound: both drivers BoundsCalls
+// knows also end a statement's I/O at once when its ctx is cancelled.
+func (b *backend) EndsOnCancel() bool { return b.BoundsCalls() }
 
 // discard closes conn without returning it to the pool: its session ends
 // on the server, and every lock it held with it.
@@ -291,7 +296,7 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 	if limit, full := b.poolFull(); bounded && full {
 		return nil, 0, false, fmt.Errorf("%w: all %d connections are in use; raise db.SetMaxOpenConns or hold fewer locks", ErrPoolExhausted, limit)
 	}
-	conn, err := b.db.Conn(ctx)
+	conn, err := b.conn(ctx)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -327,7 +332,7 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 		// failed otherwise is as well made again): once more, on a
 		// connection the pool checks.
 	}
-	conn, err := b.db.Conn(ctx)
+	conn, err := b.conn(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -524,6 +529,19 @@ func (b *backend) poolFull() (limit int, full bool) {
 	}
 	st := b.db.Stats()
 	return st.MaxOpenConnections, st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections
+}
+
+// conn takes a connection from the pool for a session. When ctx ends
+// while every connection is in use, the error wraps
+// driver.ErrNoConnection: nothing was sent.
+func (b *backend) conn(ctx context.Context) (*sql.Conn, error) {
+	conn, err := b.db.Conn(ctx)
+	if err != nil && ctx.Err() != nil {
+		if limit, full := b.poolFull(); full {
+			return nil, fmt.Errorf("%w: all %d connections were in use (db.SetMaxOpenConns): %w", driver.ErrNoConnection, limit, err)
+		}
+	}
+	return conn, err
 }
 
 // takeSpare returns the spare released last, or nil.

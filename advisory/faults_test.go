@@ -41,6 +41,14 @@ func TestPoolExhaustion(t *testing.T) {
 			if _, err := newLocker(t, db).TryLock(ctx, third); !errors.Is(err, advisory.ErrPoolExhausted) {
 				t.Fatalf("TryLock with every connection pinned: %v, want ErrPoolExhausted", err)
 			}
+			// Lock waits for a connection as long as its ctx allows, and
+			// then says the attempt was never sent.
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = newLocker(t, db).Lock(short, third)
+			cancel()
+			if !errors.Is(err, dlock.ErrNotAcquired) || !strings.Contains(err.Error(), "was not tried") || !strings.Contains(err.Error(), "SetMaxOpenConns") {
+				t.Fatalf("Lock with every connection pinned: %v, want ErrNotAcquired saying it was not tried and naming SetMaxOpenConns", err)
+			}
 			if err := a.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -34,6 +34,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -261,3 +262,39 @@ type Transferer interface {
 	// r.Owner may hold.
 	Transfer(ctx context.Context, h Hold, r Request) (Grant, error)
 }
+
+// CancelBound is implemented by a DeadlineBound backend whose calls also
+// end within moments of their ctx's cancellation, not only at its
+// deadline: its driver watches ctx.Done (pgx and go-sql-driver/mysql
+// through database/sql, gRPC). Client then makes every short call on its
+// caller's goroutine; a DeadlineBound backend without it gets a worker
+// for a call whose ctx may be cancelled long before its deadline.
+type CancelBound interface {
+	// EndsOnCancel reports whether that holds for the backend as
+	// configured.
+	EndsOnCancel() bool
+}
+
+// Revoker is implemented by backends where an attempt whose outcome the
+// client did not learn (its ctx ended with the request sent, or its
+// connection broke) may still be granted afterwards: a statement still
+// running on the server for a connection the client has given up, a
+// request still in a proxy's buffer. Client calls Revoke for such an
+// attempt, instead of Release with no token, so that a call that
+// reported failure leaves nothing held, whenever the server gets to the
+// attempt.
+type Revoker interface {
+	// Revoke ends whatever r.Owner holds of r.Name, as a Release with
+	// Token 0 does, and keeps every attempt of r.Owner for r.Name that
+	// was sent before it from granting the lock afterwards, in whatever
+	// order the server runs them. Owner ids are unique to a hold, and
+	// Client makes no attempt with a revoked owner id. It returns nil
+	// when the revocation is in place, whatever r.Owner held.
+	Revoke(ctx context.Context, r Request) error
+}
+
+// ErrNoConnection is wrapped by a backend's error when its call ended,
+// with its ctx, before it had a connection to send on (every connection
+// of a bounded pool in use): the request was not sent, and the error
+// says which setting bounds the pool.
+var ErrNoConnection = errors.New("no free connection in the pool")

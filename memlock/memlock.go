@@ -196,6 +196,7 @@ var (
 	_ driver.Backend       = backend{}
 	_ driver.Notifier      = backend{}
 	_ driver.DeadlineBound = backend{}
+	_ driver.CancelBound   = backend{}
 	_ dlock.Inspector      = backend{}
 	_ dlock.Recorder       = backend{}
 	_ driver.PayloadKeeper = backend{}
@@ -207,6 +208,10 @@ func (backend) KeepsPayload() bool { return true }
 // BoundsCalls implements driver.DeadlineBound: every call returns by its
 // ctx's deadline.
 func (backend) BoundsCalls() bool { return true }
+
+// EndsOnCancel implements driver.CancelBound: a call waiting for a
+// blocked name or a Server that is down returns when its ctx ends.
+func (backend) EndsOnCancel() bool { return true }
 
 // Identity implements dlock.Identifier.
 func (b backend) Identity() string { return fmt.Sprintf("memlock:%p", b.s) }

@@ -131,6 +131,7 @@ var (
 	_ driver.Transferer    = (*backend)(nil)
 	_ driver.Leaver        = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
+	_ driver.CancelBound   = (*backend)(nil)
 	_ driver.PayloadKeeper = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 	_ dlock.Recorder       = (*backend)(nil)
@@ -286,6 +287,10 @@ func (b *backend) BoundsCalls() bool {
 	_, known := sqldialect.Known(b.db)
 	return known
 }
+
+// EndsOnCancel implements driver.CancelBound: both drivers BoundsCalls
+// knows also end a statement's I/O at once when its ctx is cancelled.
+func (b *backend) EndsOnCancel() bool { return b.BoundsCalls() }
 
 // List implements dlock.Lister: the live rows whose names start with
 // prefix, in name order.

@@ -102,6 +102,7 @@ var (
 	_ driver.Backend       = (*backend)(nil)
 	_ driver.Blocker       = (*backend)(nil)
 	_ driver.DeadlineBound = (*backend)(nil)
+	_ driver.CancelBound   = (*backend)(nil)
 	_ dlock.Inspector      = (*backend)(nil)
 	_ dlock.Identifier     = (*backend)(nil)
 	_ driver.PayloadKeeper = (*backend)(nil)
@@ -126,6 +127,10 @@ func (b *backend) DBSystem() string { return "etcd" }
 // BoundsCalls implements driver.DeadlineBound: every call of the etcd
 // client is a gRPC call that ends with its ctx, retries included.
 func (b *backend) BoundsCalls() bool { return true }
+
+// EndsOnCancel implements driver.CancelBound: a gRPC call ends when its
+// ctx is cancelled.
+func (b *backend) EndsOnCancel() bool { return true }
 
 // leaseSeconds is ttl in etcd's unit, rounded up: the server's lease
 // never ends before the client's deadline.
