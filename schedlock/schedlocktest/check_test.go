@@ -27,6 +27,13 @@ func TestMiscounted(t *testing.T) {
 		{"a slot nobody ran", map[int][]run{0: {{"a", at(0), at(5)}}}, 1, 0, 2},
 		{"a child's run", map[int][]run{0: {{"child", time.Time{}, time.Time{}}}, 1: {{"b", at(400), at(405)}}}, 0, 0, 2},
 		{"a late run held the next slot over", map[int][]run{0: {{"a", at(300), at(310)}}}, 0, 1, 2},
+		// b's acquisition took 260 ms: late for slot 0, it is slot 1's
+		// run, once; slots 2 and 3 ran on time and count as such.
+		{"a slow acquisition moves one run, once", map[int][]run{
+			0: {{"a", at(0), at(5)}, {"b", at(100), at(360)}},
+			2: {{"c", at(800), at(805)}},
+			3: {{"d", at(1200), at(1205)}},
+		}, 0, 1, 4},
 		{"a slot missed with the lock free", map[int][]run{0: {{"a", at(0), at(100)}}, 2: {{"c", at(800), at(805)}}}, 1, 0, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

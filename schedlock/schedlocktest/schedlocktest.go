@@ -189,37 +189,38 @@ func (r *runs) check(t *testing.T, slots int, atLeast time.Duration, start func(
 
 // miscounted returns a line for each slot that did not run once, after
 // counting runs that were late by lockAtLeastFor for the next slot (see
-// check), and how many runs were late so (or held a slot over).
+// check), and how many runs were late so (or held a slot over). A run
+// is judged late against the first call of its own slot only, and moves
+// at most once: a run moved into a slot neither sets that slot's first
+// call nor moves on, so one slow acquisition cannot push every later
+// slot's runs forward.
 func (r *runs) miscounted(slots int, atLeast time.Duration, start func(slot int) time.Time) (bad []string, late int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	counted := make(map[int][]run, slots+1)
 	for slot := range slots {
+		own := r.n[slot]
 		var first *run
-		for i := range r.n[slot] {
-			if c := &r.n[slot][i]; !c.called.IsZero() && (first == nil || c.called.Before(first.called)) {
+		for i := range own {
+			if c := &own[i]; !c.called.IsZero() && (first == nil || c.called.Before(first.called)) {
 				first = c
 			}
 		}
-		if first == nil {
-			continue
-		}
-		var kept []run
-		for _, c := range r.n[slot] {
-			if !c.ran.IsZero() && c.ran.Sub(first.called) >= atLeast {
+		for _, c := range own {
+			if first != nil && !c.ran.IsZero() && c.ran.Sub(first.called) >= atLeast {
 				late++
 				c.by += fmt.Sprintf(", late for slot %d by %v", slot, c.ran.Sub(first.called).Round(time.Millisecond))
-				r.n[slot+1] = append(r.n[slot+1], c)
+				counted[slot+1] = append(counted[slot+1], c)
 				continue
 			}
-			kept = append(kept, c)
+			counted[slot] = append(counted[slot], c)
 		}
-		r.n[slot] = kept
 	}
 	for slot := range slots {
-		by := r.n[slot]
+		by := counted[slot]
 		if len(by) == 0 && slot > 0 {
 			var last time.Time
-			for _, c := range r.n[slot-1] {
+			for _, c := range counted[slot-1] {
 				if c.ran.After(last) {
 					last = c.ran
 				}
@@ -230,7 +231,7 @@ func (r *runs) miscounted(slots int, atLeast time.Duration, start func(slot int)
 			}
 		}
 		if len(by) != 1 {
-			bad = append(bad, fmt.Sprintf("slot %d ran %d times (%v; slot %d: %v), want once", slot, len(by), by, slot-1, r.n[slot-1]))
+			bad = append(bad, fmt.Sprintf("slot %d ran %d times (%v; slot %d: %v), want once", slot, len(by), by, slot-1, counted[slot-1]))
 		}
 	}
 	return bad, late
