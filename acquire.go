@@ -11,13 +11,17 @@ import (
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
-// acquire takes h on the server. h is in the acquiring state, so no other
-// goroutine of this Client touches the server for h.Name meanwhile. Close
-// of the Client ends the wait as ctx would.
+// acquire takes h on the server. h is acquiring, so no other goroutine of
+// this Client asks the server for h.Name meanwhile. Close of the Client
+// ends the wait as ctx would.
 func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error) {
+	// Attempts run on the caller's goroutine as its own ctx allows: the
+	// closable one cannot end much sooner on its own (Close ends it, and a
+	// short attempt is not worth a worker for that).
+	inline := c.caller.inline(ctx)
 	ctx, stop := c.closable(ctx)
 	defer stop()
-	w := waiter{c: c, h: h, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait, Payload: h.payload}}
+	w := waiter{c: c, h: h, inline: inline, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait, Payload: h.payload}}
 	defer w.unsubscribe()
 	if wait {
 		defer w.watchEnd(ctx)()
@@ -25,26 +29,39 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 	}
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		g, err := w.attempt(ctx)
+		g, err, pending := w.attempt(ctx)
 		if err != nil {
-			return nil, c.failed(ctx, &w, err)
+			return nil, c.failed(ctx, &w, err, pending)
+		}
+		if g.Acquired && ctx.Err() != nil {
+			// Granted in the attempt's grace, after its caller's ctx
+			// ended: the caller is told no, so the grant goes back.
+			w.late = true
+			c.giveBack(w.req, g, nil, w.leaveWithin())
+			return nil, c.failed(ctx, &w, errLate, false)
 		}
 		if g.Acquired {
 			g, sent, err = c.settleGrant(ctx, h, g, sent)
 			switch {
 			case errors.Is(err, ErrNotHeld):
+				w.unconfirmed = true
 				continue // lost before it was confirmed: wait again
 			case err != nil:
-				return nil, c.failed(ctx, &w, err)
+				return nil, c.failed(ctx, &w, err, false)
 			}
-			return c.grant(h, g, sent)
+			return leaseOrErr(c.grant(h, g, sent))
 		}
+		w.heldBy = w.heldBy || !g.Busy
+		w.busy = w.busy || g.Busy
 		if !wait {
-			c.abandon(h, false, 0)
+			c.settle(h)
+			if g.Busy {
+				return nil, fmt.Errorf("%w: %q %s", ErrNotAcquired, h.Name, busy)
+			}
 			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
 		}
 		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
-			return nil, c.failed(ctx, &w, err)
+			return nil, c.failed(ctx, &w, err, false)
 		}
 	}
 }
@@ -79,6 +96,34 @@ func (c *Client) settleGrant(ctx context.Context, h *hold, g driver.Grant, sent 
 	return g, from, nil
 }
 
+// confirm renews a hold granted as g and returns when the renewal was
+// sent. If it fails other than with ErrNotHeld the grant is given back in
+// the background.
+func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Time, error) {
+	held := driver.Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
+	sent := time.Now()
+	_, err := read(c.caller, ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.backend.Refresh(ctx, held)
+	})
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		c.giveBack(driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL}, g, nil, 0)
+	}
+	return sent, err
+}
+
+// grant makes h held after a successful acquire sent at sent, and starts
+// its watchdog. When Close ran while the acquire was in flight, the grant
+// is given back and grant returns ErrClosed.
+func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (*lease, error) {
+	l, term := h.st.granted(h, g, sent)
+	if l == nil {
+		_ = c.release(h, releaseHow{})
+		return nil, ErrClosed
+	}
+	h.dog.run(g.Lost, term)
+	return l, nil
+}
+
 // closable returns ctx, also cancelled (with cause ErrClosed) when c is
 // closed, so that a wait on the server ends with Close.
 func (c *Client) closable(ctx context.Context) (context.Context, func()) {
@@ -87,11 +132,12 @@ func (c *Client) closable(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// failed ends w's acquire, which did not succeed, and builds its error. A
+// failed ends w's acquire, which did not succeed with err, and builds
+// its error. What the attempt may have been granted is given back, and a
 // waiting Lock leaves the server-side queue its attempts may have joined,
-// within what is left of CancelMargin (see abandon); a TryLock joined
-// none (driver.Request.Wait).
-func (c *Client) failed(ctx context.Context, w *waiter, err error) error {
+// within what is left of CancelMargin (see giveBack); pending says the
+// attempt's outcome is still to come, and will be given back then.
+func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool) error {
 	h := w.h
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		// The deadline has passed, though ctx's timer may not have fired
@@ -99,27 +145,66 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error) error {
 		// it first. The caller's Lock ended by its ctx, and says so.
 		<-ctx.Done()
 	}
-	c.abandon(h, w.req.Wait, w.leaveWithin())
+	attemptFailed := !errors.Is(err, errSlept) && !errors.Is(err, errLate)
+	var unknown error
+	if attemptFailed && !pending {
+		unknown = err
+	}
+	r := w.req
+	r.Wait = r.Wait && w.queued()
+	c.giveBack(r, driver.Grant{}, unknown, w.leaveWithin())
+	c.settle(h)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && w.late:
+		return notAcquired(ctx, h.Name, grantedLate)
+	case ctx.Err() != nil && w.unconfirmed:
+		return notAcquired(ctx, h.Name, unconfirmed)
+	case ctx.Err() != nil && errors.Is(err, driver.ErrNoConnection):
+		return notAcquired(ctx, h.Name, "was not tried before ctx ended: "+err.Error())
+	case ctx.Err() != nil && attemptFailed:
+		return notAcquired(ctx, h.Name, noAnswer)
+	case ctx.Err() != nil && w.heldBy:
 		return notAcquired(ctx, h.Name, byOwner)
+	case ctx.Err() != nil && w.busy:
+		return notAcquired(ctx, h.Name, busyEnd)
+	case ctx.Err() != nil:
+		return notAcquired(ctx, h.Name, byNobody)
 	case errors.Is(err, ErrNotAcquired):
 		return err
 	}
 	return fmt.Errorf("dlock: acquire %q: %w", h.Name, err)
 }
 
+// errSlept marks a wait between attempts that ctx ended; errLate, a
+// grant that came after it.
+var (
+	errSlept = errors.New("dlock: the wait between attempts ended")
+	errLate  = errors.New("dlock: granted after ctx ended")
+)
+
 // waiter is one acquire's state between attempts.
 type waiter struct {
 	c        *Client
 	h        *hold
 	req      driver.Request
+	inline   bool                      // attempts run on the caller's goroutine (caller.inline)
 	blocking bool                      // the backend queues waiters on the server
 	pause    *wakeup.Waiter            // the pauses between attempts, once there was a miss
 	ended    atomic.Pointer[time.Time] // when ctx ended, for a Leaver backend; nil before
+	heldBy   bool                      // an attempt's answer was that another owner holds the name
+	busy     bool                      // an attempt was turned away for another one the server was deciding
+	tried    bool                      // an attempt was sent
+	late     bool                      // the last attempt was granted after ctx ended (and given back)
+	// unconfirmed says a grant ended before the renewal that was to
+	// confirm it (settleGrant): round trips too slow for the TTL.
+	unconfirmed bool
 }
+
+// queued reports whether an attempt of w may have joined a server-side
+// queue, which a waiter that gives up leaves.
+func (w *waiter) queued() bool { return w.tried }
 
 // watchEnd records when ctx ends, for a backend with a queue to leave
 // (driver.Leaver), and returns what stops it.
@@ -133,10 +218,10 @@ func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
 	})
 }
 
-// leaveWithin is how long a waiter that gives up may wait to leave the
-// server's queue: what is left of CancelMargin since its ctx ended (an
-// attempt that hung past ctx has used it up), or all of it, less
-// afterLeaving, kept for the work after it.
+// leaveWithin is how long a waiter that gives up may wait to give back
+// what its attempts may hold: what is left of CancelMargin since its ctx
+// ended (an attempt that hung past ctx has used it up), or all of it,
+// less afterLeaving, kept for the work after it.
 func (w *waiter) leaveWithin() time.Duration {
 	margin := CancelMargin - afterLeaving
 	if at := w.ended.Load(); at != nil {
@@ -146,35 +231,68 @@ func (w *waiter) leaveWithin() time.Duration {
 }
 
 // afterLeaving is the part of CancelMargin a waiter that gives up keeps
-// for what follows leaving the server's queue (forgetting its hold,
-// waking the next in line, building the error), so that leaving a queue
-// on a slow server cannot spend the whole margin.
-const afterLeaving = CancelMargin / 4
+// for what follows giving back (forgetting its hold, waking the next in
+// line, building the error), so that giving back on a slow server cannot
+// spend the whole margin.
+const afterLeaving = CancelMargin / 10
 
 // attempt makes one attempt, a blocking one when the backend queues
-// waiters. It returns by ctx's deadline whatever the backend call does; a
-// call still running then is cleaned up when it returns (see cleanup).
-func (w *waiter) attempt(ctx context.Context) (driver.Grant, error) {
+// waiters. It returns by ctx's deadline (plus CancelMargin) whatever the
+// backend call does; pending says its outcome is still to come, and is
+// given back then.
+func (w *waiter) attempt(ctx context.Context) (driver.Grant, error, bool) {
 	call := w.c.backend.Acquire
 	if b, ok := w.c.backend.(driver.Blocker); ok && w.req.Wait {
 		w.blocking, call = true, b.AcquireWait
 	}
-	if w.c.boundsCalls() {
-		if w.blocking {
-			return w.c.waitInline(ctx, w.req, call)
-		}
-		if g, ok, err := w.c.callInline(ctx, w.req, call); ok {
-			return g, err
-		}
+	w.tried = true
+	r := w.req
+	actx, cancel := graced(ctx, attemptGrace)
+	defer cancel()
+	return within(w.c.caller, ctx, w.inline, attemptGrace+CancelMargin/4, func(context.Context) (driver.Grant, error) {
+		return call(actx, r)
+	}, func(g driver.Grant, err error) { w.c.giveBack(r, g, err, 0) })
+}
+
+// attemptGrace is how long an attempt's request may outlast its caller's
+// ctx: a reply a moment late is read, and what it granted given back at
+// once, rather than the request cut off with its outcome unknown (a
+// connection closed midway, and a give-back that must open another).
+const attemptGrace = CancelMargin / 2
+
+// graced returns a ctx that ends grace after ctx does (at its deadline
+// plus grace, or grace after its cancellation), with ctx's values.
+func graced(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
 	}
-	return w.c.call(ctx, w.req, call)
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if d, ok := ctx.Deadline(); ok {
+		var cancelD context.CancelFunc
+		g, cancelD = context.WithDeadline(g, d.Add(grace))
+		c := cancel
+		cancel = func() { cancelD(); c() }
+	}
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-g.Done():
+		}
+	})
+	return g, func() { stop(); cancel() }
 }
 
 // sleep waits before the next attempt: for a push wake-up (subscribed on
 // the first failed attempt, so an uncontended Lock pays no subscription),
 // the backoff, or the holder's expiry, whichever is first.
 func (w *waiter) sleep(ctx context.Context, attempt int, retryAfter time.Duration) error {
-	return w.pauses().Sleep(ctx, attempt, retryAfter)
+	if err := w.pauses().Sleep(ctx, attempt, retryAfter); err != nil {
+		return fmt.Errorf("%w: %w", errSlept, err)
+	}
+	return nil
 }
 
 // pauses returns w.pause, made on first use.
@@ -210,101 +328,6 @@ func (w *waiter) unsubscribe() {
 	if w.pause != nil {
 		w.pause.Close()
 	}
-}
-
-// confirm renews a hold granted by a blocking wait and returns when the
-// renewal was sent. If it fails other than with ErrNotHeld the hold is
-// given back in the background.
-func (c *Client) confirm(ctx context.Context, h *hold, g driver.Grant) (time.Time, error) {
-	held := driver.Hold{Name: h.Name, Owner: h.Owner, Token: g.Token, TTL: h.TTL, Handle: g.Handle}
-	sent := time.Now()
-	_, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
-		return struct{}{}, struct{}{}, c.backend.Refresh(ctx, held)
-	})
-	if err != nil && !errors.Is(err, ErrNotHeld) {
-		c.releaseLater(&hold{Hold: held, gone: make(chan struct{})}, err)
-	}
-	return sent, err
-}
-
-// abandon forgets h after an acquire that did not succeed and, for a
-// waiter that gave up, takes it out of a server-side queue. The caller's
-// ctx may have ended, so leaving runs in the background; abandon waits
-// for it up to within, so that a Lock that gave up returns with nothing
-// granted to it on the server (a release may grant the lock to the head
-// of the queue on its behalf) unless the server is slow to answer.
-func (c *Client) abandon(h *hold, gaveUp bool, within time.Duration) {
-	if l, ok := c.backend.(driver.Leaver); ok && gaveUp {
-		r := driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: true, Payload: h.payload}
-		left := make(chan struct{})
-		c.background(func() {
-			defer close(left)
-			ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
-			defer cancel()
-			if err := l.Leave(ctx, r); err != nil {
-				c.cfg.Logger.Warn("dlock: leaving the wait queue failed; the entry times out", "name", h.Name, "err", err)
-			}
-		})
-		if within > 0 {
-			margin := time.NewTimer(within)
-			select {
-			case <-left:
-			case <-margin.C:
-			}
-			margin.Stop()
-		}
-	}
-	c.settle(h)
-}
-
-// grant makes h held after a successful acquire sent at sent.
-func (c *Client) grant(h *hold, g driver.Grant, sent time.Time) (Lease, error) {
-	measured := c.tel.holdStarts(h.Name, g.Token) // outside c.mu (see measuredEnd)
-	c.mu.Lock()
-	h.Token = g.Token
-	h.Handle = g.Handle
-	h.state = held
-	h.measured = measured
-	term := termOf(h, g)
-	h.deadline = sent.Add(term - drift(term))
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.watched = make(chan struct{})
-	h.leases = make(map[*lease]struct{})
-	l := h.newLease(c)
-	if c.closed {
-		// Close ran while this acquire was in flight.
-		l.end(ErrClosed)
-		h.state = ending
-		m := measuredEnd(h)
-		h.cancel()
-		close(h.watched)
-		c.mu.Unlock()
-		c.tel.holdEnds(h.Name, &m, "closed")
-		c.releaseLater(h, nil)
-		return nil, ErrClosed
-	}
-	c.wg.Add(1)
-	if g.Lost != nil {
-		c.mu.Unlock()
-		go c.watch(h, g.Lost, h.TTL/3)
-		return l, nil
-	}
-	// Most holds end before their first renewal is due, so the watchdog's
-	// goroutine starts only then (a third into the term, or halfway to a
-	// nearer deadline: a grant on the waiter's behalf may come late in
-	// its term), and renews at once. A hold that ends before never
-	// starts it.
-	start := time.AfterFunc(min(term/3, time.Until(h.deadline)/2), func() { c.watch(h, nil, 0) })
-	cancel := h.cancel
-	h.cancel = func() {
-		cancel()
-		if start.Stop() {
-			close(h.watched)
-			c.wg.Done()
-		}
-	}
-	c.mu.Unlock()
-	return l, nil
 }
 
 // confirmAfter is how old a grant of term may be before it is confirmed

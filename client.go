@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -36,51 +35,34 @@ type Client struct {
 	backend driver.Backend
 	cfg     Config
 	family  *family
+	caller  *caller
+	tel     *telemetry
 
 	// shared is set for a driver.Sharer backend: each call chain's hold
 	// is its own, keyed by name and owner, and nobody queues in the
 	// process.
 	shared bool
 
+	// mu guards the map of names and the Client's lifecycle; each name's
+	// state has a lock of its own (see nameState).
 	mu       sync.Mutex
-	holds    map[string]*hold // by holdKey
-	queues   map[string]*localQueue
+	names    map[string]*entry
 	closed   bool
 	closing  context.Context // cancelled by Close
 	closeAll context.CancelFunc
-	wg       sync.WaitGroup // watchdogs and background releases
+	wg       sync.WaitGroup // calls, watchdogs and releases, which Close awaits
 	// lingering counts the releases of session-bound holds retried in
-	// the background (see releaseLater), which Close awaits for a bound
-	// and then leaves running while their sessions live; idle is closed
-	// when it drops to 0.
+	// the background (see retry), which Close awaits for a bound and
+	// then leaves running while their sessions live; idle is closed when
+	// it drops to 0.
 	lingering int
 	idle      chan struct{}
-	workers   *workers // run backend calls (see call and withinCtx)
-	tel       *telemetry
 }
 
-// localQueue is the call chains of one Client waiting for a name another
-// chain holds, in arrival order. When the hold ends, the first one is
-// handed the turn: nobody else may take the name until it does, or passes
-// the turn on as it leaves. Guarded by Client.mu.
-type localQueue struct {
-	waiting []*turn
-	handed  *turn // the turn handed out and not yet taken
-}
-
-// turn is one call chain's place in a localQueue. Guarded by Client.mu.
-type turn struct {
-	ready chan struct{} // closed when the turn comes
-	// owner is the server-side owner id the chain must hold the name as
-	// (a sibling's, see chainHold), or "" for a fresh one.
-	owner string
-	// lease comes with the turn when the last hold was handed straight
-	// on to this chain (handOff); nil when the chain takes the name on
-	// the server itself.
-	lease *lease
-	// call is the chain's Lock: a hold handed on to it is made with its
-	// settings.
-	call *lockCall
+// entry is a name's state in Client.names, with the calls using it.
+type entry struct {
+	st    *nameState
+	users int
 }
 
 // family ties Clients whose holds of one name belong to one owner when a
@@ -92,36 +74,6 @@ var (
 	_ Locker    = (*Client)(nil)
 	_ Inspector = (*Client)(nil)
 )
-
-type holdState int
-
-const (
-	acquiring holdState = iota // one goroutine is taking the lock on the server
-	held                       // leases exist; the watchdog runs
-	ending                     // the server-side release is in flight
-)
-
-// hold is this Client's hold of one name on the server; its leases are the
-// re-entries of one call chain. Fields other than Hold are guarded by
-// Client.mu.
-type hold struct {
-	driver.Hold
-	key      string // in Client.holds (see holdKey)
-	state    holdState
-	gone     chan struct{} // closed when the hold leaves Client.holds
-	leases   map[*lease]struct{}
-	deadline time.Time // monotonic: the lease is lost unless renewed by then
-	ctx      context.Context
-	cancel   context.CancelFunc // stops the watchdog
-	watched  chan struct{}      // closed when the watchdog has exited
-	// handOffs is how many hand-offs in a row led to this hold: 0 for a
-	// hold taken on the server (see handOff).
-	handOffs int
-	// measured is the hold's telemetry from its grant until its end.
-	measured holdSpan
-	// payload is stored with the hold on the server (WithPayload).
-	payload string
-}
 
 // NewClient returns a Client over b with the given options. It fails, with
 // no I/O, on a nil backend or an invalid option.
@@ -194,12 +146,12 @@ func packageOf(t reflect.Type) string {
 }
 
 func newClient(b driver.Backend, cfg Config, f *family) *Client {
-	c := &Client{backend: b, cfg: cfg, family: f, holds: make(map[string]*hold), queues: make(map[string]*localQueue)}
+	c := &Client{backend: b, cfg: cfg, family: f, names: make(map[string]*entry)}
 	if s, ok := b.(driver.Sharer); ok && s.SharesHolds() {
 		c.shared = true
 	}
 	c.closing, c.closeAll = context.WithCancel(context.Background())
-	c.workers = newWorkers(c.closing.Done())
+	c.caller = &caller{backend: b, workers: newWorkers(c.closing.Done()), track: c.started}
 	c.tel = newTelemetry(cfg, b)
 	return c
 }
@@ -261,10 +213,7 @@ func (c *Client) List(ctx context.Context, prefix string, limit int) ([]Held, er
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dlock: list %q: %w", prefix, err)
 	}
-	held, _, err := withinCtx(ctx, c.workers, func(ctx context.Context) ([]Held, struct{}, error) {
-		held, err := l.List(ctx, prefix, limit)
-		return held, struct{}{}, err
-	})
+	held, err := read(c.caller, ctx, func(ctx context.Context) ([]Held, error) { return l.List(ctx, prefix, limit) })
 	return held, errjoin.OneLine(err)
 }
 
@@ -282,11 +231,21 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (Holder, bool, e
 	if err := ctx.Err(); err != nil {
 		return Holder{}, false, fmt.Errorf("dlock: force release %q: %w", name, err)
 	}
-	h, ok, err := withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return fr.ForceRelease(ctx, name) })
-	if err == nil && ok {
-		c.cfg.Logger.Warn("dlock: lock taken from its holder (ForceRelease)", "name", name, "owner", h.Owner, "token", h.Token)
+	type evicted struct {
+		h  Holder
+		ok bool
 	}
-	return h, ok, errjoin.OneLine(err)
+	logged := func(e evicted, err error) {
+		if err == nil && e.ok {
+			c.cfg.Logger.Warn("dlock: lock taken from its holder (ForceRelease)", "name", name, "owner", e.h.Owner, "token", e.h.Token)
+		}
+	}
+	e, err, _ := within(c.caller, ctx, c.caller.inline(ctx), 0, func(ctx context.Context) (evicted, error) {
+		h, ok, err := fr.ForceRelease(ctx, name)
+		return evicted{h, ok}, err
+	}, logged)
+	logged(e, err)
+	return e.h, e.ok, errjoin.OneLine(err)
 }
 
 // Inspect implements Inspector when the backend does; otherwise it returns
@@ -302,23 +261,35 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, bool, error)
 	if err := ctx.Err(); err != nil {
 		return Holder{}, false, fmt.Errorf("dlock: inspect %q: %w", name, err)
 	}
-	h, ok, err := withinCtx(ctx, c.workers, func(ctx context.Context) (Holder, bool, error) { return in.Inspect(ctx, name) })
-	return h, ok, errjoin.OneLine(err)
+	type seen struct {
+		h  Holder
+		ok bool
+	}
+	s, err := read(c.caller, ctx, func(ctx context.Context) (seen, error) {
+		h, ok, err := in.Inspect(ctx, name)
+		return seen{h, ok}, err
+	})
+	return s.h, s.ok, errjoin.OneLine(err)
 }
 
 // notAcquired is the error of a Lock whose ctx ended while it waited for
-// name, held by whom says: one line, each cause once. What the backend's
-// call returned as the wait was cut short (its own ctx error, a
+// name, for the reason why gives: one line, each cause once. What the
+// backend's call returned as the wait was cut short (its own ctx error, a
 // connection ended to stop a wait on the server) follows from ctx's end
 // and is not repeated.
-func notAcquired(ctx context.Context, name, whom string) error {
-	return errjoin.Join(fmt.Errorf("%w: %q %s", ErrNotAcquired, name, whom), ctx.Err())
+func notAcquired(ctx context.Context, name, why string) error {
+	return errjoin.Join(fmt.Errorf("%w: %q %s", ErrNotAcquired, name, why), ctx.Err())
 }
 
-// Who a Lock whose ctx ended was waiting for.
+// Why a Lock whose ctx ended did not get the name.
 const (
 	byNobody    = "was not tried: ctx had ended"
-	byOwner     = "was not granted before ctx ended: another owner held it, or the server or pool did not answer"
+	byOwner     = "was not granted before ctx ended: another owner held it"
+	noAnswer    = "was not granted before ctx ended: the server had not answered (what the attempt may hold is given back)"
+	grantedLate = "was not granted before ctx ended: the server's grant came after it, and was given back"
+	unconfirmed = "was not granted before ctx ended: each grant ended on the server before a renewal could confirm it (round trips too slow for the TTL)"
+	busy        = "was free, but another attempt on it was being decided on the server at that moment"
+	busyEnd     = "was not granted before ctx ended: another attempt on it was being decided on the server each time"
 	byThisChain = "is held by another call chain of this process (a chain re-enters a hold only through ctx: see ContextWithLease)"
 )
 
@@ -338,24 +309,30 @@ func (c *Client) lock(ctx context.Context, call *lockCall) (Lease, error) {
 	if err := c.validName(name); err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		return nil, errors.New("dlock: nil Context")
-	}
 	if ctx.Err() != nil {
 		return nil, notAcquired(ctx, name, byNobody)
 	}
 	ctx, cancel := call.bounded(ctx)
 	defer cancel()
 	mine, owner := c.chainHold(ctx, name)
+	st, err := c.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	defer c.exit(st)
 	if c.shared {
-		return c.lockShared(ctx, call, mine, owner)
+		step := st.sharedStep(call, mine, owner)
+		if step.lease != nil || step.err != nil {
+			return leaseOrErr(step.lease, step.err)
+		}
+		return c.acquire(ctx, step.hold, call.wait)
 	}
 	var t *turn // this call's place in the name's queue
 	for {
-		step := c.nextStep(call, &t, mine, owner)
+		step := st.step(call, &t, mine, owner)
 		switch {
 		case step.leave:
-			c.leaveQueue(name, t)
+			c.leaveQueue(st, t)
 			return nil, step.err
 		case step.err != nil:
 			return nil, step.err
@@ -364,204 +341,86 @@ func (c *Client) lock(ctx context.Context, call *lockCall) (Lease, error) {
 		case step.hold != nil:
 			return c.acquire(ctx, step.hold, call.wait)
 		}
-		if err := c.await(ctx, name, step.wait); err != nil {
-			c.leaveQueue(name, t)
-			return nil, err
+		select {
+		case <-step.wait:
+		case <-ctx.Done():
+			c.leaveQueue(st, t)
+			return nil, notAcquired(ctx, name, byThisChain)
+		case <-c.closing.Done():
+			c.leaveQueue(st, t)
+			return nil, ErrClosed
 		}
 	}
 }
 
-// localStep is what a Lock does next in the in-process queue, decided
-// under c.mu: it is done (lease, or err, after leaving the queue when
-// leave), takes hold on the server, or waits for wait and decides again.
-type localStep struct {
-	lease *lease
-	err   error
-	leave bool
-	hold  *hold
-	wait  <-chan struct{}
+// leaseOrErr returns l as a Lease, or err: a nil *lease is no Lease.
+func leaseOrErr(l *lease, err error) (Lease, error) {
+	if l == nil {
+		return nil, err
+	}
+	return l, nil
 }
 
-// nextStep decides the next step of call, as chain (mine, owner) whose
-// place in the name's queue is *t (nil: none yet; nextStep joins the
-// queue when the Lock must wait).
-func (c *Client) nextStep(call *lockCall, t **turn, mine *hold, owner string) localStep {
-	name := call.name
+// leaveQueue takes t out of st's queue; a lease handed on to it and not
+// taken is given back, which hands the lock on again.
+func (c *Client) leaveQueue(st *nameState, t *turn) {
+	if l := st.leave(t); l != nil {
+		c.background(func() {
+			if err := l.Unlock(context.Background()); err != nil {
+				c.cfg.Logger.Warn("dlock: giving back a lock handed to a Lock that had left", "name", st.name, "err", err)
+			}
+		})
+	}
+}
+
+// enter returns name's state, made if need be, for a call that uses it
+// until exit; it fails with ErrClosed after Close.
+func (c *Client) enter(name string) (*nameState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return localStep{err: ErrClosed, leave: true}
-	}
-	h, q := c.holds[name], c.queues[name]
-	if *t != nil && q != nil && q.handed == *t {
-		return c.turnCame(call, *t, q, h, owner)
-	}
-	switch {
-	case h == nil && (q == nil || q.handed == nil && len(q.waiting) == 0):
-		return localStep{hold: c.freshHold(call, q, owner)}
-	case h != nil && h == mine && h.state == held:
-		return localStep{lease: h.newLease(c)}
-	case !call.wait:
-		return localStep{err: fmt.Errorf("%w: %q is held, or waited for, by another call chain of this process", ErrNotAcquired, name)}
-	}
-	if *t == nil {
-		*t = c.join(call, q, owner)
-	}
-	return localStep{wait: (*t).ready}
-}
-
-// turnCame is the step of call, whose turn, t, has come. c.mu must be
-// held.
-func (c *Client) turnCame(call *lockCall, t *turn, q *localQueue, h *hold, owner string) localStep {
-	name := call.name
-	switch {
-	case t.lease != nil && t.lease.err == nil:
-		// The last hold was handed straight on to this chain.
-		l := t.lease
-		t.lease, q.handed = nil, nil
-		c.dropIdle(name, q)
-		return localStep{lease: l}
-	case h != nil:
-		// The turn came with a hold that ended before this chain took
-		// it: keep the turn until the hold is gone.
-		t.lease = nil
-		return localStep{wait: h.gone}
-	}
-	return localStep{hold: c.freshHold(call, q, owner)}
-}
-
-// freshHold makes the hold a chain takes on the server for call, ending
-// its turn in q (nil: none). c.mu must be held.
-func (c *Client) freshHold(call *lockCall, q *localQueue, owner string) *hold {
-	if q != nil {
-		q.handed = nil
-		c.dropIdle(call.name, q)
-	}
-	if owner == "" {
-		owner = c.newOwner()
-	}
-	return c.newHold(call, owner)
-}
-
-// join queues a chain (owner) for call's name. c.mu must be held.
-func (c *Client) join(call *lockCall, q *localQueue, owner string) *turn {
-	if q == nil {
-		q = &localQueue{}
-		c.queues[call.name] = q
-	}
-	t := &turn{ready: make(chan struct{}), owner: owner, call: call}
-	q.waiting = append(q.waiting, t)
-	return t
-}
-
-// lockShared is lock for a backend whose holds of one name coexist: the
-// chain re-enters its own hold, or takes one of its own and waits for it
-// on the server.
-func (c *Client) lockShared(ctx context.Context, call *lockCall, mine *hold, owner string) (Lease, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if mine != nil && c.holds[mine.key] == mine && mine.state == held {
-		l := mine.newLease(c)
-		c.mu.Unlock()
-		return l, nil
+	e := c.names[name]
+	if e == nil {
+		e = &entry{st: &nameState{c: c, name: name}}
+		c.names[name] = e
 	}
-	if owner == "" {
-		owner = c.newOwner()
-	}
-	h := c.newHold(call, owner)
-	c.mu.Unlock()
-	return c.acquire(ctx, h, call.wait)
+	e.users++
+	return e.st, nil
 }
 
-// newHold adds an acquiring hold for call as owner to c.holds. c.mu must
-// be held.
-func (c *Client) newHold(call *lockCall, owner string) *hold {
-	h := &hold{
-		Hold:    driver.Hold{Name: call.name, Owner: owner, TTL: call.ttl},
-		payload: call.payload,
-		key:     c.holdKey(call.name, owner),
-		state:   acquiring,
-		gone:    make(chan struct{}),
-	}
-	c.holds[h.key] = h
-	return h
-}
-
-// holdKey is where c.holds keeps a hold of name as owner: by name alone,
-// since one hold per name is the rule, or by name and owner when holds
-// are shared.
-func (c *Client) holdKey(name, owner string) string {
-	if c.shared {
-		return name + "\x00" + owner
-	}
-	return name
-}
-
-// await waits for ready, and fails as a Lock does when ctx ends or c is
-// closed first.
-func (c *Client) await(ctx context.Context, name string, ready <-chan struct{}) error {
-	select {
-	case <-ready:
-		return nil
-	case <-ctx.Done():
-		return notAcquired(ctx, name, byThisChain)
-	case <-c.closing.Done():
-		return ErrClosed
-	}
-}
-
-// dropIdle forgets q, name's queue, once nobody waits in it and no turn
-// is out. c.mu must be held.
-func (c *Client) dropIdle(name string, q *localQueue) {
-	if q.handed == nil && len(q.waiting) == 0 {
-		delete(c.queues, name)
-	}
-}
-
-// leaveQueue takes t (nil: none) out of name's queue. A turn handed to it
-// and not taken passes to the next in line; a lease handed with it is
-// given up, which hands the lock on again.
-func (c *Client) leaveQueue(name string, t *turn) {
-	if t == nil {
-		return
-	}
+// exit ends a call's use of st.
+func (c *Client) exit(st *nameState) {
 	c.mu.Lock()
-	q := c.queues[name]
-	if q == nil {
-		c.mu.Unlock()
-		return
+	defer c.mu.Unlock()
+	if e := c.names[st.name]; e != nil && e.st == st {
+		e.users--
 	}
-	var handedOn *lease
-	if q.handed == t {
-		q.handed = nil
-		if l := t.lease; l != nil && l.err == nil {
-			handedOn = l
-		} else if c.holds[name] == nil {
-			c.handTurn(q)
-		}
-		t.lease = nil
-	} else if i := slices.Index(q.waiting, t); i >= 0 {
-		q.waiting = slices.Delete(q.waiting, i, i+1)
-	}
-	c.dropIdle(name, q)
-	c.mu.Unlock()
-	if handedOn != nil {
-		c.giveBack(handedOn)
+	c.forgetLocked(st)
+}
+
+// forget drops st from the map once no call uses it and it is idle.
+func (c *Client) forget(st *nameState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetLocked(st)
+}
+
+func (c *Client) forgetLocked(st *nameState) {
+	if e := c.names[st.name]; e != nil && e.st == st && e.users == 0 && st.idle() {
+		delete(c.names, st.name)
 	}
 }
 
-// handTurn gives the name of q to the first chain in q, if any. c.mu
-// must be held.
-func (c *Client) handTurn(q *localQueue) {
-	if len(q.waiting) == 0 {
-		return
+// state returns name's state, or nil when there is none (for tests).
+func (c *Client) state(name string) *nameState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.names[name]; e != nil {
+		return e.st
 	}
-	q.handed = q.waiting[0]
-	q.waiting = slices.Delete(q.waiting, 0, 1)
-	close(q.handed.ready)
+	return nil
 }
 
 // newOwner returns a fresh server-side owner id: the owner label, '#' and
@@ -591,35 +450,23 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.closed = true
 	c.closeAll()
-	var (
-		ended    []*hold
-		measured []holdSpan
-	)
-	for _, h := range c.holds {
-		if h.state != held {
-			continue
-		}
-		for l := range h.leases {
-			l.end(ErrClosed)
-		}
-		h.state = ending
-		measured = append(measured, measuredEnd(h))
-		h.cancel()
-		ended = append(ended, h)
+	states := make([]*nameState, 0, len(c.names))
+	for _, e := range c.names {
+		states = append(states, e.st)
 	}
 	c.mu.Unlock()
-	for i, h := range ended {
-		c.tel.holdEnds(h.Name, &measured[i], "closed")
+	var ended []*hold
+	for _, st := range states {
+		ended = append(ended, st.close()...)
 	}
-
 	errs := make([]error, len(ended))
 	var wg sync.WaitGroup
+	until := time.Now().Add(DefaultReleaseTimeout)
 	for i, h := range ended {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-h.watched
-			errs[i] = c.releaseUntil(h, time.Now().Add(DefaultReleaseTimeout))
+			errs[i] = c.release(h, releaseHow{until: until})
 		}()
 	}
 	wg.Wait()
@@ -630,19 +477,62 @@ func (c *Client) Close(ctx context.Context) error {
 	return errjoin.Join(errs...)
 }
 
-// settle forgets h once it is released (or given up).
-func (c *Client) settle(h *hold) {
+// background runs f on a goroutine that Close waits for, if it starts
+// before Close.
+func (c *Client) background(f func()) {
+	done := c.started()
+	c.caller.workers.run(func() {
+		defer done()
+		f()
+	})
+}
+
+// started counts a task that Close waits for, unless c is closed already,
+// and returns what ends it.
+func (c *Client) started() (done func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.holds[h.key] == h {
-		delete(c.holds, h.key)
-		if q := c.queues[h.Name]; q != nil && q.handed == nil {
-			c.handTurn(q)
+	if c.closed {
+		return func() {}
+	}
+	c.wg.Add(1)
+	return c.wg.Done
+}
+
+// lingers counts a session-bound release that Close awaits only for a
+// bound, and returns what ends it.
+func (c *Client) lingers() (done func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lingering == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.lingering++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.lingering--; c.lingering == 0 {
+			close(c.idle)
 		}
 	}
+}
+
+// awaitLingering waits at most d for the lingering releases to end and
+// reports whether they did.
+func (c *Client) awaitLingering(d time.Duration) bool {
+	c.mu.Lock()
+	idle := c.idle
+	n := c.lingering
+	c.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-h.gone:
-	default:
-		close(h.gone)
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
 	}
 }

@@ -40,47 +40,14 @@ func ContextWithLease(ctx context.Context, l Lease) context.Context {
 func (c *Client) chainHold(ctx context.Context, name string) (mine *hold, owner string) {
 	for link, _ := ctx.Value(chainKey{}).(*chain); link != nil; link = link.next {
 		l := link.lease
-		if l.h.Name != name || l.c.family != c.family {
+		lc := l.client()
+		if l.h.Name != name || lc.family != c.family || !l.h.st.live(l.h) {
 			continue
 		}
-		l.c.mu.Lock()
-		live := l.h.state == held
-		l.c.mu.Unlock()
-		if !live {
-			continue
-		}
-		if l.c == c {
+		if lc == c {
 			return l.h, l.h.Owner
 		}
 		owner = l.h.Owner
 	}
 	return nil, owner
-}
-
-// withinCtx runs f on one of w and returns when it does or when ctx ends,
-// whichever is first: a driver that does not honour ctx on a frozen server
-// or a blackholed link cannot hold the caller past its deadline. f gets
-// ctx and is expected to stop soon after it ends; its late result is
-// dropped, so f must be a call whose outcome does not matter once the
-// caller has gone (a read, or a write whose effect is cleaned up
-// elsewhere).
-func withinCtx[T, U any](ctx context.Context, w *workers, f func(context.Context) (T, U, error)) (T, U, error) {
-	type result struct {
-		t   T
-		u   U
-		err error
-	}
-	done := make(chan result, 1)
-	w.run(func() {
-		t, u, err := f(ctx)
-		done <- result{t, u, err}
-	})
-	select {
-	case r := <-done:
-		return r.t, r.u, r.err
-	case <-ctx.Done():
-		var t T
-		var u U
-		return t, u, ctx.Err()
-	}
 }

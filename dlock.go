@@ -200,11 +200,26 @@ func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lea
 // leader, a scheduled job's run). Call cancel when the work is done.
 func LeaseContext(ctx context.Context, lease Lease) (context.Context, context.CancelCauseFunc) {
 	work, cancel := context.WithCancelCause(ContextWithLease(ctx, lease))
+	if l := ownLease(lease); l != nil {
+		// Cancelled as the lease ends, before its hold can be released:
+		// no other owner is granted the lock while the work's ctx is live.
+		stop := l.h.st.cancelsWith(l, cancel)
+		return work, func(cause error) {
+			stop()
+			cancel(cause)
+		}
+	}
 	stop := context.AfterFunc(leaseContext{lease}, func() { cancel(lease.Err()) })
 	return work, func(cause error) {
 		stop()
 		cancel(cause)
 	}
+}
+
+// ownLease is l as this package's lease, or nil for another Lease.
+func ownLease(l Lease) *lease {
+	own, _ := l.(*lease)
+	return own
 }
 
 // leaseContext is a context that is done when its lease ends, for

@@ -5,10 +5,8 @@ import "sync/atomic"
 // LocalWaiting reports how many call chains wait in c's queue for name,
 // for tests that must know a Lock is queued before they go on.
 func LocalWaiting(c *Client, name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if q := c.queues[name]; q != nil {
-		return len(q.waiting)
+	if st := c.state(name); st != nil {
+		return st.waitingCount()
 	}
 	return 0
 }
@@ -16,9 +14,8 @@ func LocalWaiting(c *Client, name string) int {
 // LocallyHeld reports whether c has a hold of name, for tests that must know
 // a release in the background has settled before they go on.
 func LocallyHeld(c *Client, name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holds[name] != nil
+	st := c.state(name)
+	return st != nil && st.hasHold()
 }
 
 // CountWorkers makes c count the worker goroutines it starts from now on,
@@ -26,8 +23,9 @@ func LocallyHeld(c *Client, name string) bool {
 // goroutines. Call it before c is used.
 func CountWorkers(c *Client) *atomic.Int32 {
 	n := new(atomic.Int32)
-	spawn := c.workers.spawn
-	c.workers.spawn = func(f func()) {
+	w := c.caller.workers
+	spawn := w.spawn
+	w.spawn = func(f func()) {
 		n.Add(1)
 		spawn(f)
 	}

@@ -78,22 +78,39 @@ func (b *bounded) Release(ctx context.Context, h driver.Hold) error {
 	return err
 }
 
-// With a backend that keeps its calls' deadlines, an uncontended Lock and
-// its Unlock make their requests on the caller's goroutine: no worker
-// starts. With any other backend they do.
+// cancelBound is bounded whose driver also ends a call when its ctx is
+// cancelled (driver.CancelBound), as pgx and go-sql-driver/mysql do.
+type cancelBound struct{ *bounded }
+
+var _ driver.CancelBound = cancelBound{}
+
+func (cancelBound) EndsOnCancel() bool { return true }
+
+// With a backend that keeps its calls' ctx, an uncontended Lock and its
+// Unlock make their requests on the caller's goroutine: no worker
+// starts. A backend that keeps only deadlines does so for a ctx that
+// cannot be cancelled; with one that can, and with any other backend,
+// the requests run on workers the caller can leave behind.
 func TestDeadlineBoundCallsRunInline(t *testing.T) {
+	withTimeout := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	background := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
 	for _, tc := range []struct {
 		name    string
 		backend driver.Backend
+		ctx     func() (context.Context, context.CancelFunc)
 		inline  bool
 	}{
-		{"bounded", &bounded{memory: newMemory()}, true},
-		{"unbounded", newMemory(), false},
+		{"bounded/uncancellable", &bounded{memory: newMemory()}, background, true},
+		{"bounded/cancellable", &bounded{memory: newMemory()}, withTimeout, false},
+		{"cancel-bound/cancellable", cancelBound{&bounded{memory: newMemory()}}, withTimeout, true},
+		{"unbounded", newMemory(), background, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, tc.backend)
 			workers := dlock.CountWorkers(c)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := tc.ctx()
 			defer cancel()
 			for range 10 {
 				lease, err := c.Lock(ctx, "x")
@@ -111,10 +128,10 @@ func TestDeadlineBoundCallsRunInline(t *testing.T) {
 	}
 }
 
-// The caller's goroutine makes the request, so a cancelled ctx cannot cut
-// it short; the request's own deadline, CancelMargin away, does. Lock on a
-// frozen server returns within that margin of its ctx's cancellation, and
-// leaves nothing held.
+// A backend that keeps only deadlines does not see a cancellation, so a
+// Lock whose ctx may be cancelled makes its request on a worker: Lock on
+// a frozen server returns within CancelMargin of its ctx's cancellation,
+// and the grant the request gets once the server answers is given back.
 func TestDeadlineBoundLockHonoursCancel(t *testing.T) {
 	b := &bounded{memory: newMemory()}
 	c := newClient(t, b)
@@ -127,28 +144,73 @@ func TestDeadlineBoundLockHonoursCancel(t *testing.T) {
 	}
 	testenv.CheckWithinMargin(t, "Lock", returned, cancelled)
 	b.thaw()
-	lease, err := newClient(t, b).TryLock(context.Background(), "x")
+	wait, stop := context.WithTimeout(context.Background(), dlock.DefaultReleaseTimeout)
+	defer stop()
+	lease, err := newClient(t, b).Lock(wait, "x")
 	if err != nil {
 		t.Fatalf("another owner after the cancelled Lock: %v", err)
 	}
 	lease.Unlock(context.Background())
 }
 
-// A request that runs out its own deadline while the caller's ctx is
-// live found a slow server, not a caller that gave up: Lock makes it
-// again and gets the lock.
-func TestDeadlineBoundSlowAttemptIsRetried(t *testing.T) {
-	b := &bounded{memory: newMemory()}
-	c := newClient(t, b)
-	b.slow.Store(1)
-	lease, err := c.Lock(context.Background(), "x")
-	if err != nil {
-		t.Fatalf("Lock after one attempt ran out its deadline: %v", err)
+// slowGrant is memory whose next attempts answer late: each sleeps for
+// its delay, then grants as usual (a slow server, not a lost request).
+type slowGrant struct {
+	*memory
+	delay    time.Duration
+	slow     atomic.Int32
+	acquires atomic.Int32
+}
+
+func (b *slowGrant) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	b.acquires.Add(1)
+	if b.slow.Add(-1) >= 0 {
+		time.Sleep(b.delay)
 	}
-	defer lease.Unlock(context.Background())
-	if n := b.acquires.Load(); n != 2 {
-		t.Fatalf("%d attempts, want 2 (the slow one and its retry)", n)
+	return b.memory.Acquire(ctx, r)
+}
+
+// A slow reply is waited for, as long as ctx allows, and never asked for
+// again on top of itself: one attempt, one grant, whichever goroutine
+// makes the request.
+func TestSlowAttemptIsAwaited(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mk   func(*slowGrant) driver.Backend
+	}{
+		{"inline", func(b *slowGrant) driver.Backend { return cancelBound{&bounded{memory: b.memory}} }},
+		{"worker", func(b *slowGrant) driver.Backend { return b }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &slowGrant{memory: newMemory(), delay: 3 * dlock.CancelMargin}
+			b.slow.Store(1)
+			be := tc.mk(b)
+			if tc.name == "inline" {
+				be = slowInline{cancelBound: be.(cancelBound), slow: b}
+			}
+			c := newClient(t, be)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			lease, err := c.TryLock(ctx, "x")
+			if err != nil {
+				t.Fatalf("TryLock whose reply was late: %v", err)
+			}
+			defer lease.Unlock(context.Background())
+			if n := b.acquires.Load(); n != 1 {
+				t.Fatalf("%d attempts, want 1: a late reply is waited for, not asked for again", n)
+			}
+		})
 	}
+}
+
+// slowInline is cancelBound whose attempts are slowGrant's.
+type slowInline struct {
+	cancelBound
+	slow *slowGrant
+}
+
+func (b slowInline) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	return b.slow.Acquire(ctx, r)
 }
 
 // A release whose reply is late past its own deadline, ctx still live:
@@ -242,16 +304,24 @@ func (b boundedBlocking) AcquireWait(ctx context.Context, r driver.Request) (dri
 	return blocking{b.memory}.AcquireWait(ctx, r)
 }
 
-// A Lock that waits in the server's queue of a deadline-bound backend
-// waits on the caller's goroutine, so the grant reaches the caller with
-// no goroutine to wake; on any other backend the wait runs on a worker.
+// cancelBoundBlocking is boundedBlocking whose driver also ends a call at
+// its ctx's cancellation (driver.CancelBound).
+type cancelBoundBlocking struct{ boundedBlocking }
+
+func (cancelBoundBlocking) EndsOnCancel() bool { return true }
+
+// A Lock that waits in the server's queue of a backend that keeps its
+// ctx waits on the caller's goroutine, so the grant reaches the caller
+// with no goroutine to wake; on any other backend (and with a cancellable
+// ctx on one that keeps only deadlines) the wait runs on a worker.
 func TestDeadlineBoundWaitRunsInline(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		backend func(*memory) driver.Backend
 		inline  bool
 	}{
-		{"bounded", func(m *memory) driver.Backend { return boundedBlocking{&bounded{memory: m}} }, true},
+		{"cancel-bound", func(m *memory) driver.Backend { return cancelBoundBlocking{boundedBlocking{&bounded{memory: m}}} }, true},
+		{"bounded", func(m *memory) driver.Backend { return boundedBlocking{&bounded{memory: m}} }, false},
 		{"unbounded", func(m *memory) driver.Backend { return blocking{m} }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,8 +61,8 @@ func (c *Client) Record(ctx context.Context, name string, token uint64, value []
 	case len(value) > MaxRecordValue:
 		return fmt.Errorf("dlock: record %q: value of %d bytes, more than MaxRecordValue (%d)", name, len(value), MaxRecordValue)
 	}
-	_, _, err = withinCtx(ctx, c.workers, func(ctx context.Context) (struct{}, struct{}, error) {
-		return struct{}{}, struct{}{}, rec.Record(ctx, name, token, value)
+	_, err = read(c.caller, ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, rec.Record(ctx, name, token, value)
 	})
 	return errjoin.OneLine(err)
 }
@@ -74,8 +74,15 @@ func (c *Client) Recorded(ctx context.Context, name string) (Record, bool, error
 	if err != nil {
 		return Record{}, false, err
 	}
-	r, ok, err := withinCtx(ctx, c.workers, func(ctx context.Context) (Record, bool, error) { return rec.Recorded(ctx, name) })
-	return r, ok, errjoin.OneLine(err)
+	type found struct {
+		r  Record
+		ok bool
+	}
+	f, err := read(c.caller, ctx, func(ctx context.Context) (found, error) {
+		r, ok, err := rec.Recorded(ctx, name)
+		return found{r, ok}, err
+	})
+	return f.r, f.ok, errjoin.OneLine(err)
 }
 
 // recorder checks a record request before any I/O and returns the

@@ -70,6 +70,11 @@ type Grant struct {
 	// on its own (a session expiry), so the lease ends at once rather than
 	// at the next renewal.
 	Lost <-chan error
+	// Busy, when not Acquired, says the server turned the attempt away
+	// because another attempt on the name was being decided at that
+	// moment, not because an owner held the name: TryLock says so instead
+	// of "held by another owner", and Lock tries again at once.
+	Busy bool
 	// RetryAfter is, when not Acquired, the holder's remaining lease by the
 	// server's clock: a waiter tries again then at the latest. Zero when
 	// unknown.
