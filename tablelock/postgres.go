@@ -114,15 +114,21 @@ func pgTake(payload string) string {
 }
 
 // pgOutcome is the result row of pgAcquire and pgAcquireQueued: taken,
-// the token, the holder's remaining lease in µs when not taken, and
-// whether a hold taken is quiet (the expression quiet: nobody else was
-// queued for the name).
+// the token, the holder's remaining lease in µs when not taken, and a
+// flag: for a hold taken, whether it is quiet (the expression quiet:
+// nobody else was queued for the name); for an attempt not taken,
+// whether it was busy: no other owner held the name as the statement
+// saw it (no row, a free one, or the owner's own), so the gate turned it
+// away, or a row inserted after the statement's snapshot did.
 func pgOutcome(quiet string) string {
 	return `
 SELECT true, token, 0, ` + quiet + ` FROM taken
 UNION ALL
-SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint, false
-FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)`
+SELECT false, token, GREATEST(extract(epoch FROM expires_at - now()) * 1e6, 1)::bigint,
+	NOT (expires_at > now() AND owner <> $2::varchar)
+FROM cur WHERE NOT EXISTS (SELECT 1 FROM taken)
+UNION ALL
+SELECT false, 0, 1, true WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM cur)`
 }
 
 // pgClock is the server's clock in µs. A new hold's token is the larger
@@ -396,36 +402,45 @@ func (p *postgres) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			return g, nil // a release granted it to this waiter and said so
 		}
 	}
-	a, err := p.attempt(ctx, r)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Held by a row another transaction inserted after this
-		// statement's snapshot: taken, lease unknown.
-		return driver.Grant{}, nil
-	}
-	if err != nil {
-		return driver.Grant{}, err
+	var a pgAnswer
+	for try := 0; ; try++ {
+		var err error
+		if a, err = p.attempt(ctx, r); err != nil {
+			return driver.Grant{}, err
+		}
+		// A busy miss (see pgOutcome) lasts one statement of another
+		// attempt: asked again, the server has decided that one.
+		if a.acquired || !a.flag || try == busyRetries || ctx.Err() != nil {
+			break
+		}
 	}
 	g := driver.Grant{Acquired: a.acquired, Token: uint64(a.token)}
 	if !a.acquired {
 		g.RetryAfter = timeunit.Of(max(a.leftUS, 0), time.Microsecond)
+		g.Busy = a.flag
 	}
-	if a.acquired && a.quiet {
+	if a.acquired && a.flag {
 		g.Handle = quiet{}
 	}
 	return g, nil
 }
 
-// pgAnswer is an acquire statement's answer.
+// busyRetries is how many times an attempt turned away busy is made
+// again at once before it is reported busy.
+const busyRetries = 2
+
+// pgAnswer is an acquire statement's answer; flag is pgOutcome's: quiet
+// when acquired, busy when not.
 type pgAnswer struct {
-	acquired, quiet bool
-	token, leftUS   int64
+	acquired, flag bool
+	token, leftUS  int64
 }
 
 // attempt runs the acquire statement: the one that queues this process's
 // waiter where the listener is registered, the plain one otherwise.
 func (p *postgres) attempt(ctx context.Context, r driver.Request) (a pgAnswer, err error) {
 	scan := func(stmt string, args ...any) error {
-		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&a.acquired, &a.token, &a.leftUS, &a.quiet)
+		return p.db.QueryRowContext(ctx, stmt, args...).Scan(&a.acquired, &a.token, &a.leftUS, &a.flag)
 	}
 	reg := p.registration(r)
 	if reg.pid == 0 {
