@@ -122,6 +122,10 @@ type session struct {
 	timeout int64
 	// spareTimer gives a spare session back to the pool (see spare).
 	spareTimer *time.Timer
+	// dropped is set when a release on the session was cut off: its
+	// connection is discarded, and the session, with its locks, ends when
+	// the server sees it close, or when endDropped ends it.
+	dropped bool
 }
 
 // dialect is one database's advisory lock statements. Every method runs on
@@ -150,6 +154,10 @@ type dialect interface {
 	// and so released whatever it held: a wait killed on the server may
 	// be granted the lock before it notices, until the session is gone.
 	endSession(ctx context.Context, db *sql.DB, id int64) error
+	// holderSession is the id of the session that holds h's lock for
+	// h.Owner with h.Token, looked up from another connection of db; 0
+	// when no session does, or the dialect cannot tell.
+	holderSession(ctx context.Context, db *sql.DB, h driver.Hold) (int64, error)
 	ping(ctx context.Context, s *session) error
 	// transfer gives the lock s holds for h to r.Owner with a token
 	// larger than h's, on the same session; ok is false when s no longer
@@ -473,16 +481,59 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	if !ok {
 		return nil
 	}
+	if s.dropped {
+		return b.endDropped(ctx, s, h)
+	}
 	ok, err := b.d.release(ctx, s, h.Name)
 	if err != nil {
+		// Cut off, its outcome unknown: the session goes, and the lock
+		// with it. The server sees that only when the connection's close
+		// reaches it (late, on a slow link), so the release is confirmed
+		// by ending the session from another connection.
+		if s.id == 0 {
+			s.id, _ = b.d.sessionID(canceled, s) // free with pgx; no I/O otherwise
+		}
+		s.dropped = true
 		discard(s.conn)
-		return nil
+		if ctx.Err() == nil {
+			return b.endDropped(ctx, s, h)
+		}
+		return fmt.Errorf("advisory: release of %q cut off, its session not yet ended: %w", h.Name, err)
 	}
 	if !ok {
 		discard(s.conn)
 		return fmt.Errorf("%w: the session no longer held %q", dlock.ErrNotHeld, h.Name)
 	}
 	b.putBackWithin(ctx, s)
+	return nil
+}
+
+// canceled is an ended ctx, for a call that must not do I/O.
+var canceled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// endDropped confirms the release of h, whose session s was dropped
+// after a release on it was cut off: it ends the session on the server,
+// found by its id or by h's holder row, and waits until it is gone. When
+// that cannot be done within ctx (a link too slow to open a connection
+// in time), it logs so and reports the release done all the same: the
+// connection is closed, so the server ends the session when the close
+// reaches it, or at the session's idle timeout (the TTL) at the latest.
+func (b *backend) endDropped(ctx context.Context, s *session, h driver.Hold) error {
+	id := s.id
+	var err error
+	if id == 0 {
+		id, err = b.d.holderSession(ctx, b.db, h)
+	}
+	if err == nil && id != 0 {
+		err = b.d.endSession(ctx, b.db, id)
+	}
+	if err != nil {
+		b.log.Warn("advisory: a release was cut off and its session's end could not be confirmed; the server ends it when the connection's close reaches it, or at its idle timeout", "name", h.Name, "err", err)
+	}
 	return nil
 }
 

@@ -260,12 +260,27 @@ func (*mysql) giveUpAll(ctx context.Context, s *session, name string) error {
 
 // endSession kills the session and waits until it has left the process
 // list: KILL returns as soon as it has flagged the session, which releases
-// its locks as it unwinds, before it leaves the list.
+// its locks as it unwinds, before it leaves the list. A session already
+// gone is ended.
 func (*mysql) endSession(ctx context.Context, db *sql.DB, id int64) error {
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		if me := (*mysqldrv.MySQLError)(nil); errors.As(err, &me) && me.Number == 1094 {
+			return nil // "Unknown thread id": gone already
+		}
 		return err
 	}
 	return untilGone(ctx, db, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id)
+}
+
+// holderSession reads h's holder row, while its session holds the lock.
+func (*mysql) holderSession(ctx context.Context, db *sql.DB, h driver.Hold) (int64, error) {
+	var id int64
+	err := db.QueryRowContext(ctx, `SELECT session FROM dlock_fences WHERE name = ? AND owner = ? AND token = ? AND session = IS_USED_LOCK(?)`,
+		h.Name, h.Owner, h.Token, MySQLName(h.Name)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id, err
 }
 
 func (*mysql) ping(ctx context.Context, s *session) error {

@@ -136,6 +136,12 @@ func (postgres) endSession(ctx context.Context, db *sql.DB, pid int64) error {
 	return untilGone(ctx, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
 }
 
+// holderSession: pgx names every session (sessionID), and another
+// driver's cannot be told from the lock alone.
+func (postgres) holderSession(context.Context, *sql.DB, driver.Hold) (int64, error) {
+	return 0, nil
+}
+
 func (postgres) ping(ctx context.Context, s *session) error {
 	_, err := s.conn.ExecContext(ctx, "SELECT 1")
 	return err
