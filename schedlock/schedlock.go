@@ -155,6 +155,8 @@ func (r *Runner) Validate(name string, atMost, atLeast time.Duration) error {
 		return fmt.Errorf("schedlock: job %q: lockAtMostFor %v: not positive", name, atMost)
 	case atLeast < 0 || atLeast > atMost:
 		return fmt.Errorf("schedlock: job %q: lockAtLeastFor %v: not between 0 and lockAtMostFor (%v)", name, atLeast, atMost)
+	case r.ttl > atMost && atMost < dlock.MinTTL:
+		return fmt.Errorf("schedlock: job %q: lockAtMostFor %v is shorter than dlock.MinTTL (%v), the shortest TTL a Locker takes: make it at least %v", name, atMost, dlock.MinTTL, dlock.MinTTL)
 	case r.ttl > atMost:
 		return fmt.Errorf("schedlock: job %q: lockAtMostFor %v is shorter than the Locker's TTL %v, for which a node that dies keeps the slot: make the Locker WithTTL(%v) or less", name, atMost, r.ttl, atMost)
 	}
