@@ -51,6 +51,17 @@ type Harness struct {
 	// for a lock, which only those on pgx's driver are. The List subtest
 	// then checks the count is a count, not that it saw the waiter.
 	WaitersUncounted bool
+	// Dial returns a new Locker, with opts applied, whose connections to
+	// the server go to addr, a loopback proxy in front of Addr, instead.
+	// The slow-server subtests (SlowServer) use it to delay the link
+	// around dlock.CancelMargin; nil leaves them out.
+	Dial func(t *testing.T, addr string, opts ...dlock.Option) dlock.Locker
+	// Addr is the server's host:port, where Dial's proxy forwards to.
+	Addr string
+	// Stall, when set, makes the server hold every request on name (a
+	// row lock taken and not let go, say) until resume is called: a
+	// server that stalls on lock contention. SlowServer/Stalled uses it.
+	Stall func(t *testing.T, name string) (resume func())
 }
 
 // Timeout bounds every wait in the suite that succeeds on a correct
@@ -100,6 +111,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run("ClosedConnection", s.closedConnection)
 	}
 	t.Run("UnlockWithEndedContext", s.unlockWithEndedContext)
+	if h.Dial != nil {
+		t.Run("SlowServer", s.slowServer)
+	}
 }
 
 type suite struct{ h Harness }

@@ -23,4 +23,13 @@ func newLocker(t testing.TB, db *sql.DB, opts ...dlock.Option) *tablelock.Locker
 	return testenv.Closing(t, l)
 }
 
-func TestConformance(t *testing.T) { testenv.OnSQL(t, newLocker, dlocktest.Run) }
+func TestConformance(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.Name, func(t *testing.T) {
+			db := migrated(t, d.Open)
+			h := testenv.SQLHarness(d.Driver, d.Open, db, newLocker)
+			h.Stall = testenv.RowStall(db, d.Driver)
+			dlocktest.Run(t, h)
+		})
+	}
+}

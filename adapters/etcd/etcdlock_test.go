@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,12 @@ func harness(endpoints []string) dlocktest.Harness {
 }
 
 func TestConformance(t *testing.T) {
-	dlocktest.Run(t, harness(etcdenv.Endpoints()))
+	h := harness(etcdenv.Endpoints())
+	h.Addr = strings.TrimPrefix(etcdenv.Endpoints()[0], "http://")
+	h.Dial = func(t *testing.T, via string, opts ...dlock.Option) dlock.Locker {
+		return newLocker(t, etcdenv.Client(t, []string{via}), opts...)
+	}
+	dlocktest.Run(t, h)
 	noOrphans(t, etcdenv.Client(t, etcdenv.Endpoints()))
 }
 

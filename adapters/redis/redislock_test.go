@@ -40,6 +40,10 @@ func TestConformance(t *testing.T) {
 			return newLocker(t, client(t, addr), opts...)
 		},
 		Broken: func(t *testing.T) dlock.Locker { return broken(t, addr, redislock.New) },
+		Dial: func(t *testing.T, via string, opts ...dlock.Option) dlock.Locker {
+			return newLocker(t, client(t, via), opts...)
+		},
+		Addr: addr,
 	})
 }
 

@@ -61,6 +61,15 @@ func TestConformance(t *testing.T) {
 			conn.Close()
 			return l
 		},
+		// The slow link's session is long enough for its heartbeats to
+		// be answered at the slowest latency (and the Locker's TTL, set
+		// by the subtests, no longer).
+		Dial: func(t *testing.T, via string, opts ...dlock.Option) dlock.Locker {
+			const slowSession = 12 * time.Second
+			conn := testenv.ZK(t, []string{via}, slowSession)
+			return newLocker(t, conn, append([]dlock.Option{dlock.WithTTL(slowSession)}, opts...)...)
+		},
+		Addr: addrs[0],
 	})
 	noOrphans(t, testenv.ZK(t, addrs, session))
 }

@@ -25,11 +25,16 @@ import (
 // pass-through stage sends each chunk on without watching for the link's
 // end (toxics.NoopToxic.Pipe), so a chunk read as a toxic is added to a
 // link whose far side then closes (a worker killed, a proxy stopped)
-// leaves it blocked for good.
+// leaves it blocked for good. Its latency stage and the link's writer
+// (toxics.LatencyToxic.Pipe, stream.ChanReader.Read) can be left the same
+// way when the slow-server suite removes its latency while a link closes:
+// the stage that fed them was interrupted and never closes their input.
 func Main(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 		goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).flushRequests"),
 		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*LatencyToxic).Pipe"),
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanReader).Read"),
 	)
 }

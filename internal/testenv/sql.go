@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,23 +35,67 @@ func Migrated(t testing.TB, open func(testing.TB) *sql.DB) *sql.DB {
 }
 
 // OnSQL runs suite on each SQL test database with a harness of the
-// Lockers mk makes: New on the migrated database, Broken on one closed at
-// once. The conformance, election and scheduled-job tests of the SQL
-// backends are this with their suite.
+// Lockers mk makes (SQLHarness). The conformance, election and
+// scheduled-job tests of the SQL backends are this with their suite.
 func OnSQL[L dlock.Locker](t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) L, suite func(*testing.T, dlocktest.Harness)) {
 	for _, d := range SQLDatabases {
 		t.Run(d.Name, func(t *testing.T) {
 			db := Migrated(t, d.Open)
-			suite(t, dlocktest.Harness{
-				New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { return mk(t, db, opts...) },
-				Broken: func(t *testing.T) dlock.Locker {
-					closed := d.Open(t)
-					l := mk(t, closed)
-					closed.Close()
-					return l
-				},
-			})
+			suite(t, SQLHarness(d.Driver, d.Open, db, mk))
 		})
+	}
+}
+
+// SQLHarness is the harness of the Lockers mk makes on a database of
+// driver: New on db (migrated), Broken on one open opened and closed at
+// once, Dial on a database reached through a proxy in front of Addr.
+func SQLHarness[L dlock.Locker](driver string, open func(testing.TB) *sql.DB, db *sql.DB, mk func(testing.TB, *sql.DB, ...dlock.Option) L) dlocktest.Harness {
+	return dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker { return mk(t, db, opts...) },
+		Broken: func(t *testing.T) dlock.Locker {
+			closed := open(t)
+			l := mk(t, closed)
+			closed.Close()
+			return l
+		},
+		Dial: func(t *testing.T, addr string, opts ...dlock.Option) dlock.Locker {
+			return mk(t, ViaAddr(t, driver, addr), opts...)
+		},
+		Addr: sqlAddr(driver),
+	}
+}
+
+// RowStall returns a Harness.Stall for the lock table on db: it takes
+// the row lock of name's row (which must exist) in a transaction left
+// open, so every statement on the name waits until resume rolls it back.
+func RowStall(db *sql.DB, driver string) func(t *testing.T, name string) (resume func()) {
+	q := "SELECT name FROM dlock_locks WHERE name = $1 FOR UPDATE"
+	if driver == "mysql" {
+		q = "SELECT name FROM dlock_locks WHERE name = ? FOR UPDATE"
+	}
+	return func(t *testing.T, name string) func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			cancel()
+			t.Fatalf("stalling %q: %v", name, err)
+		}
+		var got string
+		if err := tx.QueryRowContext(ctx, q, name).Scan(&got); err != nil {
+			_ = tx.Rollback()
+			cancel()
+			t.Fatalf("stalling %q (its row must exist): %v", name, err)
+		}
+		var once sync.Once
+		resume := func() {
+			once.Do(func() {
+				_ = tx.Rollback()
+				cancel()
+			})
+		}
+		t.Cleanup(resume)
+		return resume
 	}
 }
 
@@ -145,4 +190,23 @@ func MySQLQuestions(db *sql.DB) dlocktest.Requests {
 		err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
 		return n, err
 	}
+}
+
+// sqlAddr is the host:port of the test database of driver ("pgx" or
+// "mysql"), or "" when its DSN does not parse (Dial's proxy then fails
+// its test with the reason).
+func sqlAddr(driver string) string {
+	addr, _ := withAddr(driver, DSN(driver), "")
+	return addr
+}
+
+// ViaAddr opens the test database of driver through addr (a proxy in
+// front of the harness's Addr); t.Cleanup closes it.
+func ViaAddr(t testing.TB, driver, addr string) *sql.DB {
+	t.Helper()
+	dsn, err := withAddr(driver, DSN(driver), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Open(t, driver, dsn)
 }
