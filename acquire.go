@@ -23,8 +23,8 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 	defer stop()
 	w := waiter{c: c, h: h, inline: inline, req: driver.Request{Name: h.Name, Owner: h.Owner, TTL: h.TTL, Wait: wait, Payload: h.payload}}
 	defer w.unsubscribe()
+	defer w.watchEnd(ctx)()
 	if wait {
-		defer w.watchEnd(ctx)()
 		w.subscribeLive()
 	}
 	for attempt := 0; ; attempt++ {
@@ -37,7 +37,7 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			// Granted in the attempt's grace, after its caller's ctx
 			// ended: the caller is told no, so the grant goes back.
 			w.late = true
-			c.giveBack(w.req, g, nil, w.leaveWithin())
+			c.giveBack(w.req, g, nil, w.leaveWithin(ctx))
 			return nil, c.failed(ctx, &w, errLate, false)
 		}
 		if g.Acquired {
@@ -152,7 +152,7 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool)
 	}
 	r := w.req
 	r.Wait = r.Wait && w.queued()
-	c.giveBack(r, driver.Grant{}, unknown, w.leaveWithin())
+	c.giveBack(r, driver.Grant{}, unknown, w.leaveWithin(ctx))
 	c.settle(h)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
@@ -163,6 +163,8 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool)
 		return notAcquired(ctx, h.Name, unconfirmed)
 	case ctx.Err() != nil && errors.Is(err, driver.ErrNoConnection):
 		return notAcquired(ctx, h.Name, "was not tried before ctx ended: "+err.Error())
+	case ctx.Err() != nil && attemptFailed && w.blocking && !pending && endedByCtx(err):
+		return notAcquired(ctx, h.Name, queuedEnd)
 	case ctx.Err() != nil && attemptFailed:
 		return notAcquired(ctx, h.Name, noAnswer)
 	case ctx.Err() != nil && w.heldBy:
@@ -175,6 +177,12 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool)
 		return err
 	}
 	return fmt.Errorf("dlock: acquire %q: %w", h.Name, err)
+}
+
+// endedByCtx reports whether err is a ctx's end, as a backend's wait in
+// its server's queue returns it.
+func endedByCtx(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // errSlept marks a wait between attempts that ctx ended; errLate, a
@@ -192,7 +200,7 @@ type waiter struct {
 	inline   bool                      // attempts run on the caller's goroutine (caller.inline)
 	blocking bool                      // the backend queues waiters on the server
 	pause    *wakeup.Waiter            // the pauses between attempts, once there was a miss
-	ended    atomic.Pointer[time.Time] // when ctx ended, for a Leaver backend; nil before
+	ended    atomic.Pointer[time.Time] // when ctx ended; nil before
 	heldBy   bool                      // an attempt's answer was that another owner holds the name
 	busy     bool                      // an attempt was turned away for another one the server was deciding
 	tried    bool                      // an attempt was sent
@@ -206,10 +214,10 @@ type waiter struct {
 // queue, which a waiter that gives up leaves.
 func (w *waiter) queued() bool { return w.tried }
 
-// watchEnd records when ctx ends, for a backend with a queue to leave
-// (driver.Leaver), and returns what stops it.
+// watchEnd records when ctx ends, from which leaveWithin counts, and
+// returns what stops it.
 func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
-	if _, ok := w.c.backend.(driver.Leaver); !ok {
+	if ctx.Done() == nil {
 		return func() bool { return false }
 	}
 	return context.AfterFunc(ctx, func() {
@@ -220,10 +228,14 @@ func (w *waiter) watchEnd(ctx context.Context) (stop func() bool) {
 
 // leaveWithin is how long a waiter that gives up may wait to give back
 // what its attempts may hold: what is left of CancelMargin since its ctx
-// ended (an attempt that hung past ctx has used it up), or all of it,
+// ended (an attempt that ran on past ctx, in its grace or in the
+// backend's own clean-up, has used some or all of it up), or all of it,
 // less afterLeaving, kept for the work after it.
-func (w *waiter) leaveWithin() time.Duration {
+func (w *waiter) leaveWithin(ctx context.Context) time.Duration {
 	margin := CancelMargin - afterLeaving
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return margin - time.Since(d) // ended by its deadline, maybe before watchEnd heard
+	}
 	if at := w.ended.Load(); at != nil {
 		return margin - time.Since(*at)
 	}
@@ -300,7 +312,7 @@ func (w *waiter) pauses() *wakeup.Waiter {
 	if w.pause == nil {
 		w.pause = &wakeup.Waiter{Poll: w.c.cfg.Backoff, Fallback: w.c.cfg.PushFallback}
 		if n, ok := w.c.backend.(driver.Notifier); ok {
-			w.pause.Subscribe = func(ctx context.Context) (<-chan struct{}, func(), error) { return n.Subscribe(ctx, w.req) }
+			w.pause.Subscribe = func(ctx context.Context) (<-chan struct{}, func(), error) { return w.subscribe(ctx, n) }
 			w.pause.NoPush = func(err error) error {
 				if !errors.Is(err, errors.ErrUnsupported) { // this server or driver cannot push: poll
 					w.c.cfg.Logger.Warn("dlock: no push wake-ups, polling instead", "name", w.req.Name, "err", err)
@@ -310,6 +322,26 @@ func (w *waiter) pauses() *wakeup.Waiter {
 		}
 	}
 	return w.pause
+}
+
+// subscribe subscribes to w's wake-ups within ctx, whatever the
+// backend's call does (a pub/sub connection that must be opened first,
+// on a slow link, need not honour ctx): a subscription that comes after
+// ctx ended is cancelled when it does.
+func (w *waiter) subscribe(ctx context.Context, n driver.Notifier) (<-chan struct{}, func(), error) {
+	type sub struct {
+		wake   <-chan struct{}
+		cancel func()
+	}
+	s, err, _ := within(w.c.caller, ctx, w.inline, 0, func(ctx context.Context) (sub, error) {
+		wake, cancel, err := n.Subscribe(ctx, w.req)
+		return sub{wake, cancel}, err
+	}, func(s sub, err error) {
+		if err == nil && s.cancel != nil {
+			s.cancel()
+		}
+	})
+	return s.wake, s.cancel, err
 }
 
 // subscribeLive subscribes before the first attempt where that needs no
@@ -351,12 +383,13 @@ func termOf(h *hold, g driver.Grant) time.Duration {
 	return h.TTL
 }
 
-// drift is the margin by which the client's deadline precedes the server's
-// expiry, for clocks that run at slightly different rates (as Redlock).
-func drift(ttl time.Duration) time.Duration {
-	d := ttl/100 + 2*time.Millisecond
-	if d >= ttl/2 {
-		d = ttl / 2
-	}
-	return d
+// leaseMargin is how much earlier than the server's expiry the client's
+// deadline comes, both counted from when the request that set the expiry
+// was sent: 1% of the TTL plus 2 ms for clocks that run at slightly
+// different rates (as Redlock's drift), and at least a tenth of the TTL,
+// up to 100 ms, for a timer that fires late on a loaded machine (a 1 s
+// TTL keeps 100 ms, where 1% + 2 ms left 12 ms); never more than half.
+func leaseMargin(ttl time.Duration) time.Duration {
+	d := max(ttl/100+2*time.Millisecond, min(ttl/10, 100*time.Millisecond))
+	return min(d, ttl/2)
 }

@@ -286,6 +286,7 @@ const (
 	byNobody    = "was not tried: ctx had ended"
 	byOwner     = "was not granted before ctx ended: another owner held it"
 	noAnswer    = "was not granted before ctx ended: the server had not answered (what the attempt may hold is given back)"
+	queuedEnd   = "was not granted before ctx ended: it waited in the server's queue (behind another owner, or for a server slow to answer; its place is given back)"
 	grantedLate = "was not granted before ctx ended: the server's grant came after it, and was given back"
 	unconfirmed = "was not granted before ctx ended: each grant ended on the server before a renewal could confirm it (round trips too slow for the TTL)"
 	busy        = "was free, but another attempt on it was being decided on the server at that moment"

@@ -358,8 +358,9 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 // The lease rule with a renewal that hangs (a frozen server, a driver that
 // ignores ctx): Done closes at the client's deadline, before the server's
 // expiry, not when the hung call returns. The TTL leaves the client a
-// margin of 12ms before the server's expiry (see drift): this test's own
-// wake-up after Done closes must fit in it, under a loaded race build too.
+// margin of 100ms before the server's expiry (see leaseMargin): this
+// test's own wake-up after Done closes must fit in it, under a loaded race
+// build too.
 func TestDoneClosesWhileRenewalHangs(t *testing.T) {
 	m := newMemory()
 	ttl := time.Second

@@ -256,7 +256,7 @@ func (st *nameState) granted(h *hold, g driver.Grant, sent time.Time) (*lease, t
 	}
 	h.state = held
 	h.measured = measured
-	h.deadline = sent.Add(term - drift(term))
+	h.deadline = sent.Add(term - leaseMargin(term))
 	h.leases = make(map[*lease]struct{})
 	h.dog = newWatchdog(h)
 	l := h.newLease()

@@ -337,6 +337,12 @@ func (c *Client) retry(h *hold, how releaseHow, first error) {
 	c.settle(h)
 	c.cfg.Logger.Warn("dlock: release failed; retrying", "name", h.Name, "token", h.Token, "err", first)
 	sessionBound := c.sessionBound()
+	if !sessionBound && c.closing.Err() != nil {
+		// Closed: a retry started now would outlive Close, which no
+		// longer waits for new work.
+		c.cfg.Logger.Warn("dlock: release failed after Close; giving up, the lock expires on the server at its TTL", "name", h.Name, "token", h.Token, "err", first)
+		return
+	}
 	run := c.background
 	if sessionBound {
 		run = c.linger // outlives Close while the session lives

@@ -247,7 +247,7 @@ func (c *Client) refresh(ctx context.Context, h *hold) error {
 	if err != nil {
 		return err
 	}
-	h.st.extend(h, sent.Add(h.TTL-drift(h.TTL)))
+	h.st.extend(h, sent.Add(h.TTL-leaseMargin(h.TTL)))
 	return nil
 }
 
