@@ -178,15 +178,41 @@ func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 // Release revokes the hold's lease, which deletes its key and nothing
-// else. A hold whose attempt's outcome was unknown (no Handle) is looked
-// up by its owner's key first.
+// else. A hold whose attempt's outcome was unknown (no Handle) is found
+// by its owner's key, deleted in the same request (releaseByKey).
 func (b *backend) Release(ctx context.Context, h driver.Hold) error {
-	lease, err := b.leaseOf(ctx, h)
+	hd, ok := h.Handle.(hold)
+	if !ok {
+		return b.releaseByKey(ctx, h)
+	}
+	if _, err := b.client.Revoke(ctx, hd.lease); err != nil {
+		return b.lost(h, err)
+	}
+	return nil
+}
+
+// releaseByKey releases the hold of an attempt whose outcome was unknown:
+// its owner's key is deleted by the request that finds it, so the name is
+// free one round trip after the attempt was given up, and then the key's
+// lease is revoked, so that a put of the attempt still in flight fails.
+func (b *backend) releaseByKey(ctx context.Context, h driver.Hold) error {
+	key := b.key(h.Name, h.Owner)
+	resp, err := b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpGet(key, clientv3.WithKeysOnly()), clientv3.OpDelete(key)).
+		Commit()
 	if err != nil {
 		return err
 	}
-	if _, err := b.client.Revoke(ctx, lease); err != nil {
-		return b.lost(h, err)
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %q has no key of %q in etcd", dlock.ErrNotHeld, h.Name, h.Owner)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 || kvs[0].Lease == 0 {
+		return nil
+	}
+	if _, err := b.client.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease)); err != nil && !isLeaseNotFound(err) {
+		return fmt.Errorf("etcdlock: %q released, its lease not yet revoked: %w", h.Name, err)
 	}
 	return nil
 }
