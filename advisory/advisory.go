@@ -589,7 +589,11 @@ func (b *backend) conn(ctx context.Context) (*sql.Conn, error) {
 	conn, err := b.db.Conn(ctx)
 	if err != nil && ctx.Err() != nil {
 		if limit, full := b.poolFull(); full {
-			return nil, fmt.Errorf("%w: all %d connections were in use (db.SetMaxOpenConns): %w", driver.ErrNoConnection, limit, err)
+			knob := "db.SetMaxOpenConns"
+			if b.pool != nil {
+				knob = "the pgxpool's MaxConns"
+			}
+			return nil, fmt.Errorf("%w: all %d connections were in use (%s): %w", driver.ErrNoConnection, limit, knob, err)
 		}
 	}
 	return conn, err

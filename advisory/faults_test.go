@@ -261,4 +261,12 @@ func TestPoolExhaustionOnPgxPool(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("TryLock took %v to say the pool is exhausted", took)
 	}
+	// Lock waits for a connection as long as its ctx allows, then says
+	// which bound to raise: the pgxpool's, not the *sql.DB's.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = newLocker(t, db).Lock(short, dlocktest.Name(t)+".fourth")
+	if !errors.Is(err, dlock.ErrNotAcquired) || !strings.Contains(err.Error(), "was not tried") || !strings.Contains(err.Error(), "MaxConns") || strings.Contains(err.Error(), "SetMaxOpenConns") {
+		t.Fatalf("Lock with the pgxpool's every connection pinned: %v, want ErrNotAcquired saying it was not tried and naming the pgxpool's MaxConns", err)
+	}
 }
