@@ -157,26 +157,35 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
-	case ctx.Err() != nil && w.late:
-		return notAcquired(ctx, h.Name, grantedLate)
-	case ctx.Err() != nil && w.unconfirmed:
-		return notAcquired(ctx, h.Name, unconfirmed)
-	case ctx.Err() != nil && errors.Is(err, driver.ErrNoConnection):
-		return notAcquired(ctx, h.Name, "was not tried before ctx ended: "+err.Error())
-	case ctx.Err() != nil && attemptFailed && w.blocking && !pending && endedByCtx(err):
-		return notAcquired(ctx, h.Name, queuedEnd)
-	case ctx.Err() != nil && attemptFailed:
-		return notAcquired(ctx, h.Name, noAnswer)
-	case ctx.Err() != nil && w.heldBy:
-		return notAcquired(ctx, h.Name, byOwner)
-	case ctx.Err() != nil && w.busy:
-		return notAcquired(ctx, h.Name, busyEnd)
 	case ctx.Err() != nil:
-		return notAcquired(ctx, h.Name, byNobody)
+		return notAcquired(ctx, h.Name, w.why(err, attemptFailed, pending))
 	case errors.Is(err, ErrNotAcquired):
 		return err
 	}
 	return fmt.Errorf("dlock: acquire %q: %w", h.Name, err)
+}
+
+// why is what a Lock whose ctx ended says of why it did not get the
+// name, from what its attempts heard; err is the last attempt's error,
+// attemptFailed and pending as in failed.
+func (w *waiter) why(err error, attemptFailed, pending bool) string {
+	switch {
+	case w.late:
+		return grantedLate
+	case w.unconfirmed:
+		return unconfirmed
+	case errors.Is(err, driver.ErrNoConnection):
+		return "was not tried before ctx ended: " + err.Error()
+	case attemptFailed && w.blocking && !pending && endedByCtx(err):
+		return queuedEnd
+	case attemptFailed:
+		return noAnswer
+	case w.heldBy:
+		return byOwner
+	case w.busy:
+		return busyEnd
+	}
+	return byNobody
 }
 
 // endedByCtx reports whether err is a ctx's end, as a backend's wait in

@@ -197,20 +197,19 @@ func (st *nameState) leave(t *turn) (handedOn *lease) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	switch {
-	case st.handed == t:
-		st.handed = nil
-		if l := t.lease; l != nil && l.err == nil {
-			handedOn = l
-		} else if st.cur == nil {
-			st.handTurn()
-		}
-		t.lease = nil
-	default:
+	if st.handed != t {
 		if i := slices.Index(st.waiting, t); i >= 0 {
 			st.waiting = slices.Delete(st.waiting, i, i+1)
 		}
+		return nil
 	}
+	st.handed = nil
+	if l := t.lease; l != nil && l.err == nil {
+		handedOn = l
+	} else if st.cur == nil {
+		st.handTurn()
+	}
+	t.lease = nil
 	return handedOn
 }
 

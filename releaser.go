@@ -42,10 +42,10 @@ type releaseHow struct {
 // give-up is logged.
 func (c *Client) release(h *hold, how releaseHow) error {
 	if how.wait == nil && how.until.IsZero() {
-		c.background(func() { c.releasing(h, how, true) })
+		c.background(func() { _ = c.releasing(h, how, true) })
 		return nil
 	}
-	if how.until.IsZero() && how.wait.Err() == nil && c.caller.bounded() && h.dog.finished() && !(how.handOn && h.st.handsOn(h)) {
+	if how.until.IsZero() && how.wait.Err() == nil && c.caller.bounded() && h.dog.finished() && (!how.handOn || !h.st.handsOn(h)) {
 		// Most holds end before their watchdog starts, with nobody of
 		// this Client waiting for the name: the release is all there is
 		// to do, on the caller's goroutine.
@@ -56,7 +56,7 @@ func (c *Client) release(h *hold, how releaseHow) error {
 	if how.wait != nil && how.wait.Err() != nil {
 		// An Unlock whose ctx has ended says so, whatever the release
 		// (which still happens) would have answered.
-		c.background(func() { c.releasing(h, how, true) })
+		c.background(func() { _ = c.releasing(h, how, true) })
 		return fmt.Errorf("dlock: unlock %q: the release goes on in the background: %w", h.Name, how.wait.Err())
 	}
 	result := make(chan error, 1)
@@ -108,9 +108,14 @@ func (c *Client) giveBack(r driver.Request, g driver.Grant, err error, within ti
 		n++
 		c.background(func() {
 			defer func() { done <- struct{}{} }()
-			c.releasing(h, releaseHow{revoke: unknown}, true)
+			_ = c.releasing(h, releaseHow{revoke: unknown}, true)
 		})
 	}
+	awaitWithin(done, n, within)
+}
+
+// awaitWithin waits for n sends on done, for up to within.
+func awaitWithin(done <-chan struct{}, n int, within time.Duration) {
 	if within <= 0 {
 		return
 	}

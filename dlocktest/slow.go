@@ -85,11 +85,6 @@ func (l *link) slow(d time.Duration, replies bool) {
 	}
 }
 
-// fast takes the latency off the link.
-func (l *link) fast() {
-	l.proxy.Toxics.ResetToxics(context.Background())
-}
-
 func (s suite) slowServer(t *testing.T) {
 	for _, lat := range latencies {
 		dir := "both"
@@ -328,7 +323,7 @@ func (sl slowCase) renewal(t *testing.T) {
 	name := Name(t)
 	ttl := slowTTL(sl.s.h.TTL, sl.delay)
 	holder := mustLock(t, ctxT(t), sl.slow, name)
-	defer holder.Unlock(context.Background())
+	defer func() { _ = holder.Unlock(context.Background()) }()
 	var (
 		mu       sync.Mutex
 		doneAt   time.Time
