@@ -62,6 +62,10 @@ func connect(s settings, stderr io.Writer) (*target, error) {
 	}
 	u, err := url.Parse(s.url)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error quotes the whole URL, password and all
+		}
 		return nil, fmt.Errorf("bad --url %q: %v", servers.Redact(s.url), err)
 	}
 	open, ok := openers[u.Scheme]

@@ -59,6 +59,7 @@ const usage = `usage:
   dlock run [flags] [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD [ARGS...]
   dlock migrate [flags] up|status
   dlock prune [flags] [--idle 24h]
+  dlock help [SUBCOMMAND]            this, or a subcommand's flags (also -h, --help)
 flags: --url URL (default $DLOCK_URL) --lock tablelock|advisory --json`
 
 func main() {
@@ -77,9 +78,24 @@ const (
 // cli runs the command line args (without the program name), and returns
 // the exit status.
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Whatever fails, no output carries the URL's password.
+	secrets := urlSecrets(os.Getenv("DLOCK_URL"))
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--url="); ok {
+			secrets = append(secrets, urlSecrets(v)...)
+		} else if v, ok := strings.CutPrefix(a, "-url="); ok {
+			secrets = append(secrets, urlSecrets(v)...)
+		} else if (a == "--url" || a == "-url") && i+1 < len(args) {
+			secrets = append(secrets, urlSecrets(args[i+1])...)
+		}
+	}
+	stdout, stderr = redacting(stdout, secrets), redacting(stderr, secrets)
+	if help, ok := wantsHelp(args); ok {
+		return printHelp(help, stdout)
+	}
 	inv, err := parse(args, stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) && err.Error() != "" {
+		if err.Error() != "" {
 			fmt.Fprintln(stderr, "dlock:", err)
 		}
 		return exitUsage
@@ -151,19 +167,7 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 	if !ok {
 		return inv, fmt.Errorf("unknown subcommand %q\n%s", inv.sub, usage)
 	}
-	fs := flag.NewFlagSet("dlock "+inv.sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&inv.s.url, "url", os.Getenv("DLOCK_URL"), "the server: postgres://, mysql://, redis://, zk:// or etcd://")
-	fs.StringVar(&inv.s.kind, "lock", "tablelock", "the lock of a SQL URL: tablelock or advisory")
-	fs.BoolVar(&inv.json, "json", false, "print JSON lines")
-	fs.DurationVar(&inv.s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
-	fs.DurationVar(&inv.interval, "interval", time.Second, "how often watch looks")
-	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes)")
-	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
-	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
-	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
-	fs.BoolVar(&inv.yes, "yes", false, "release without asking")
-	fs.StringVar(&inv.payload, "payload", "", "who holds the lock and why, kept with it where the backend can (run)")
+	fs := flagSet(&inv, stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		return inv, errors.New("") // the flag package said why
 	}
@@ -346,4 +350,23 @@ func watch(ctx context.Context, t *target, name string, interval time.Duration, 
 		case <-time.After(interval):
 		}
 	}
+}
+
+// flagSet is the flags of inv.sub, parsed into inv; the flag package
+// prints its complaints to w.
+func flagSet(inv *invocation, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("dlock "+inv.sub, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.StringVar(&inv.s.url, "url", os.Getenv("DLOCK_URL"), "the server: postgres://, mysql://, redis://, zk:// or etcd://")
+	fs.StringVar(&inv.s.kind, "lock", "tablelock", "the lock of a SQL URL: tablelock or advisory")
+	fs.BoolVar(&inv.json, "json", false, "print JSON lines")
+	fs.DurationVar(&inv.s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
+	fs.DurationVar(&inv.interval, "interval", time.Second, "how often watch looks")
+	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes)")
+	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
+	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
+	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
+	fs.BoolVar(&inv.yes, "yes", false, "release without asking")
+	fs.StringVar(&inv.payload, "payload", "", "who holds the lock and why, kept with it where the backend can (run)")
+	return fs
 }

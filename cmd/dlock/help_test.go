@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// -h, --help and help [SUB] print the usage on stdout and exit 0, before
+// anything else (no --url needed); help of an unknown subcommand is a
+// usage error.
+func TestHelp(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "dlock ls"},
+		{[]string{"--help"}, "dlock ls"},
+		{[]string{"-help"}, "dlock ls"},
+		{[]string{"help"}, "dlock ls"},
+		{[]string{"help", "run"}, "--grace"},
+		{[]string{"inspect", "-h"}, "dlock inspect"},
+		{[]string{"ls", "nu-", "--help"}, "-limit"},
+		{[]string{"run", "--help", "x", "--", "true"}, "dlock run"},
+	} {
+		code, out, errOut := dlockCmd(ctx, c.args...)
+		if code != 0 || !strings.Contains(out, c.want) || errOut != "" {
+			t.Errorf("dlock %q: %d, stdout %q, stderr %q; want 0 and %q on stdout", c.args, code, out, errOut, c.want)
+		}
+	}
+	if code, _, _ := dlockCmd(ctx, "help", "frobnicate"); code != exitUsage {
+		t.Errorf("dlock help frobnicate: %d, want %d", code, exitUsage)
+	}
+	// A command's own -h after run's -- is the command's.
+	if w, ok := wantsHelp([]string{"run", "x", "--", "grep", "-h"}); ok {
+		t.Errorf("wantsHelp(run x -- grep -h) = %q, true: -h after -- is the command's", w)
+	}
+}
+
+// No output of any subcommand carries a URL's password, whatever fails:
+// URLs that do not parse, schemes dlock does not take, servers that do
+// not answer (port 1), from --url or DLOCK_URL.
+func TestNoSecretInOutput(t *testing.T) {
+	const secret = "S3CRETpw"
+	ctx, cancel := context.WithTimeout(context.Background(), 20_000_000_000)
+	defer cancel()
+	urls := []string{
+		"postgres://user:" + secret + "@127.0.0.1:5432/db%zz",
+		"postgres://user:" + secret + "@127.0.0.1:port/db",
+		"postgres://user:" + secret + "@[::1/db",
+		"mysql://user:" + secret + "@127.0.0.1:1/db%zz",
+		"mysql://user:" + secret + "@127.0.0.1:1/db",
+		"redis://user:" + secret + "@127.0.0.1:1/x",
+		"redis://:" + secret + "@127.0.0.1:1/0?dial_timeout=bogus",
+		"ftp://user:" + secret + "@127.0.0.1:1/x",
+		"etcd://user:" + secret + "@127.0.0.1:1%zz/x",
+		"zk://user:" + secret + "@127.0.0.1:1%zz/x",
+		"postgres://user:p%40" + secret + "@127.0.0.1:1/db%zz",
+	}
+	for _, u := range urls {
+		for _, args := range [][]string{
+			{"inspect", "--url", u, "x"},
+			{"inspect", "--url=" + u, "x"},
+			{"ls", "--timeout", "1s", "--url", u},
+		} {
+			code, out, errOut := dlockCmd(ctx, args...)
+			if code == 0 {
+				t.Errorf("dlock %q succeeded", args)
+			}
+			if strings.Contains(out+errOut, secret) {
+				t.Errorf("dlock %q printed the password: stdout %q, stderr %q", args, out, errOut)
+			}
+		}
+	}
+	t.Setenv("DLOCK_URL", urls[0])
+	if _, out, errOut := dlockCmd(ctx, "inspect", "x"); strings.Contains(out+errOut, secret) {
+		t.Errorf("dlock inspect with DLOCK_URL printed the password: stdout %q, stderr %q", out, errOut)
+	}
+}
