@@ -191,14 +191,19 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	return nil
 }
 
-// releaseByKey releases the hold of an attempt whose outcome was unknown:
-// its owner's key is deleted by the request that finds it, so the name is
+// releaseByKey releases the hold of an attempt whose outcome was unknown
+// (or, with h.Token, the hold of that token): its owner's key is deleted
+// by the request that finds it, so the name is
 // free one round trip after the attempt was given up, and then the key's
 // lease is revoked, so that a put of the attempt still in flight fails.
 func (b *backend) releaseByKey(ctx context.Context, h driver.Hold) error {
 	key := b.key(h.Name, h.Owner)
+	mine := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if h.Token != 0 {
+		mine = clientv3.Compare(clientv3.CreateRevision(key), "=", int64(h.Token)) // that hold, not a newer one
+	}
 	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		If(mine).
 		Then(clientv3.OpGet(key, clientv3.WithKeysOnly()), clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {

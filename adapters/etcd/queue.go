@@ -120,17 +120,31 @@ func (w *waiter) wait(ctx context.Context) error {
 }
 
 // predecessor is the key created just before w's, or "" when w's is the
-// oldest, and the revision read at.
+// oldest, and the revision read at. It is read in a transaction whose
+// compare is w's own key, as created, on w's own lease: "" (the grant)
+// is only ever the answer while w's place exists, so a waiter whose key
+// was deleted or whose lease was revoked, in the same request as the key
+// ahead of it or just before, is never granted (an error wrapping
+// dlock.ErrLost and dlock.ErrNotHeld says so), and a queue deleted at
+// once grants nobody.
 func (w *waiter) predecessor(ctx context.Context) (string, int64, error) {
-	resp, err := w.b.client.Get(ctx, w.b.prefix(w.r.Name),
-		append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(w.e.rev-1), clientv3.WithKeysOnly())...)
+	resp, err := w.b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(w.e.key), "=", w.e.rev),
+			clientv3.Compare(clientv3.LeaseValue(w.e.key), "=", w.e.lease)).
+		Then(clientv3.OpGet(w.b.prefix(w.r.Name),
+			append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(w.e.rev-1), clientv3.WithKeysOnly())...)).
+		Commit()
 	if err != nil {
 		return "", 0, err
 	}
-	if len(resp.Kvs) == 0 {
+	if !resp.Succeeded {
+		return "", 0, fmt.Errorf("%w: %w: the waiter's key of %q, or its lease, is gone from etcd", dlock.ErrLost, dlock.ErrNotHeld, w.r.Name)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
 		return "", resp.Header.Revision, nil
 	}
-	return string(resp.Kvs[0].Key), resp.Header.Revision, nil
+	return string(kvs[0].Key), resp.Header.Revision, nil
 }
 
 // leave revokes the lease of a waiter that gives up, and with it its key,
@@ -176,7 +190,7 @@ func (w *waiter) watch(ctx context.Context, pred string, rev int64) (broke bool,
 				return true, nil
 			}
 			if deleted(resp) {
-				return false, fmt.Errorf("%w: the waiter's key of %q was deleted from etcd", dlock.ErrNotHeld, w.r.Name)
+				return false, fmt.Errorf("%w: %w: the waiter's key of %q was deleted from etcd", dlock.ErrLost, dlock.ErrNotHeld, w.r.Name)
 			}
 		case <-renew.C:
 			if err := w.renew(ctx); err != nil {
@@ -201,7 +215,7 @@ func (w *waiter) renew(ctx context.Context) error {
 	case err == nil:
 		w.renewed = sent
 	case isLeaseNotFound(err):
-		return fmt.Errorf("%w: the waiter's lease of %q expired on the etcd server", dlock.ErrNotHeld, w.r.Name)
+		return fmt.Errorf("%w: %w: the waiter's lease of %q is gone from the etcd server", dlock.ErrLost, dlock.ErrNotHeld, w.r.Name)
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case time.Since(w.renewed) >= w.r.TTL:
