@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,39 @@ import (
 	"github.com/dlockhq/dlock/internal/testenv"
 )
 
+// redlockTTL is the TTL of redlockOver's Lockers.
+const redlockTTL = 2 * time.Second
+
+// waitUpFor waits until each of servers has surely been up for ttl (its
+// uptime, in whole seconds, less the second it may round up), when a
+// restarted server stops holding grants of ttl back.
+func waitUpFor(t testing.TB, servers []*testenv.RedisServer, ttl time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ttl+dlocktest.Timeout)
+	defer cancel()
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
+		for {
+			info, err := c.Info(ctx, "server").Result()
+			if err != nil {
+				c.Close()
+				t.Fatalf("INFO server of %s: %v", s.Addr, err)
+			}
+			var up int
+			for _, line := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+					up, _ = strconv.Atoi(v)
+				}
+			}
+			if time.Duration(up-1)*time.Second >= ttl {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Close()
+	}
+}
+
 func redlockOver(t testing.TB, servers []*testenv.RedisServer, opts ...dlock.Option) *redislock.Redlock {
 	t.Helper()
 	clients := make([]redis.UniversalClient, len(servers))
@@ -28,7 +62,7 @@ func redlockOver(t testing.TB, servers []*testenv.RedisServer, opts ...dlock.Opt
 	}
 	// Fresh servers hold first grants back for one TTL (the package doc's
 	// "Restarts"): a short default keeps the tests short.
-	opts = append([]dlock.Option{dlock.WithTTL(2 * time.Second)}, opts...)
+	opts = append([]dlock.Option{dlock.WithTTL(redlockTTL)}, opts...)
 	r, err := redislock.NewRedlock(clients, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +82,9 @@ func init() {
 
 func TestRedlockConformance(t *testing.T) {
 	servers := testenv.RedisServers(t, 5)
+	// Subtests such as InvalidNames expect a fresh name granted at once
+	// (TryLock), which fresh servers hold back for a TTL.
+	waitUpFor(t, servers, redlockTTL)
 	dlocktest.Run(t, dlocktest.Harness{
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return redlockOver(t, servers, opts...)
