@@ -63,7 +63,8 @@ func printHelp(sub string, w io.Writer) int {
 }
 
 // urlSecrets are the password of a server URL, as written and unescaped,
-// found even in a URL that does not parse.
+// found even in a URL that does not parse; none for a password shorter
+// than minSecret, which would be found inside other words.
 func urlSecrets(raw string) []string {
 	i := strings.Index(raw, "://")
 	if i < 0 {
@@ -79,6 +80,9 @@ func urlSecrets(raw string) []string {
 		return nil
 	}
 	pw := rest[c+1 : at]
+	if len(pw) < minSecret {
+		return nil
+	}
 	out := []string{pw}
 	if u, err := url.PathUnescape(pw); err == nil && u != pw {
 		out = append(out, u)
@@ -88,6 +92,9 @@ func urlSecrets(raw string) []string {
 	}
 	return out
 }
+
+// minSecret is the shortest password redacting hides.
+const minSecret = 4
 
 // redacting returns w, with every secret it is given replaced by xxx.
 func redacting(w io.Writer, secrets []string) io.Writer {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // -h, --help and help [SUB] print the usage on stdout and exit 0, before
@@ -76,5 +77,25 @@ func TestNoSecretInOutput(t *testing.T) {
 	t.Setenv("DLOCK_URL", urls[0])
 	if _, out, errOut := dlockCmd(ctx, "inspect", "x"); strings.Contains(out+errOut, secret) {
 		t.Errorf("dlock inspect with DLOCK_URL printed the password: stdout %q, stderr %q", out, errOut)
+	}
+}
+
+// ls, inspect, migrate and prune return within --timeout on a server that
+// does not answer: here etcd, whose client waits for a connection as long
+// as ctx allows, on a port nobody listens on.
+func TestBoundedOnUnreachableServer(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"ls", "--timeout", "1s", "--url", "etcd://127.0.0.1:1/x"},
+		{"inspect", "--timeout", "1s", "--url", "etcd://127.0.0.1:1/x", "name"},
+	} {
+		start := time.Now()
+		code, _, errOut := dlockCmd(ctx, args...)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("dlock %q took %v with --timeout 1s", args, took)
+		}
+		if code == 0 || !strings.Contains(errOut, "did not answer within 1s") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("dlock %q: %d %q, want a failure saying the server did not answer within 1s, in one line", args, code, errOut)
+		}
 	}
 }

@@ -107,6 +107,16 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer t.shutdown()
 	out := printer{w: stdout, json: inv.json}
+	if bounded[inv.sub] {
+		// An unreachable or frozen server ends the command, not a wait.
+		bound := inv.timeout
+		if bound == 0 {
+			bound = defaultRequestTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, bound, fmt.Errorf("the server did not answer within %v (--timeout)", bound))
+		defer cancel()
+	}
 	switch inv.sub {
 	case "ls":
 		err = list(ctx, t, strings.Join(inv.rest, ""), inv.limit, out)
@@ -123,6 +133,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "run":
 		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace, payload: inv.payload}, stdout, stderr)
 	}
+	if err != nil && ctx.Err() != nil && bounded[inv.sub] {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "dlock:", err)
 		if errors.Is(err, errUsage) {
@@ -132,6 +145,14 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// bounded are the subcommands whose requests end at --timeout (default
+// defaultRequestTimeout): run's --timeout is its wait for the lock, watch
+// watches until stopped, and release waits for its confirmation.
+var bounded = map[string]bool{"ls": true, "inspect": true, "migrate": true, "prune": true}
+
+// defaultRequestTimeout bounds a bounded subcommand whose --timeout is 0.
+const defaultRequestTimeout = 10 * time.Second
 
 // invocation is a parsed command line.
 type invocation struct {
@@ -362,7 +383,7 @@ func flagSet(inv *invocation, w io.Writer) *flag.FlagSet {
 	fs.BoolVar(&inv.json, "json", false, "print JSON lines")
 	fs.DurationVar(&inv.s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
 	fs.DurationVar(&inv.interval, "interval", time.Second, "how often watch looks")
-	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes)")
+	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes); how long ls, inspect, migrate and prune wait for the server (0: 10s)")
 	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
 	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
 	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")
