@@ -17,6 +17,18 @@ import (
 	"github.com/dlockhq/dlock/driver"
 )
 
+// DurationBuckets are the bucket boundaries, in seconds, of dlock's
+// duration histograms (dlock.lock.wait.duration, dlock.lock.hold.duration):
+// from a millisecond, where an uncontended lock's round trip falls, to an
+// hour, where a long job's hold does, so that a p99 can be computed at
+// every scale. OpenTelemetry's default boundaries are for milliseconds
+// (0, 5, 10, … 10000): in seconds, everything under 5 s fell in one
+// bucket. A View can replace them.
+var DurationBuckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+}
+
 // Telemetry: OpenTelemetry metrics and spans, kept here once, so every
 // backend and everything built on a Client (semaphores, latches,
 // election, schedlock) has them.
@@ -110,9 +122,11 @@ func newTelemetry(cfg Config, b any) *telemetry {
 	// An instrument that cannot be made (a bad name or unit, which these
 	// are not) is a no-op one: telemetry never stops a lock.
 	t.wait, _ = m.Float64Histogram("dlock.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long Lock and TryLock calls took, by outcome."))
+		metric.WithDescription("How long Lock and TryLock calls took, by outcome."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	t.hold, _ = m.Float64Histogram("dlock.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long holds lasted, from their grant to their end."))
+		metric.WithDescription("How long holds lasted, from their grant to their end."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	t.acquisitions, _ = m.Int64Counter("dlock.lock.acquisitions", metric.WithUnit("{call}"),
 		metric.WithDescription("Lock and TryLock calls, by outcome."))
 	t.lost, _ = m.Int64Counter("dlock.lease.lost", metric.WithUnit("{lease}"),

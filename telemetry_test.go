@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,4 +324,44 @@ func TestStuckExporterDoesNotDelayLeaseLoss(t *testing.T) {
 	close(stall.release)
 	released = true
 	_ = l.Close(ctx)
+}
+
+// The duration histograms have second-scale buckets: a fast Lock lands
+// in a bucket below 100 ms, so a p99 alert can tell 1 ms from 4 s.
+func TestDurationBucketsAreSeconds(t *testing.T) {
+	m := newMeasured(t)
+	lease, err := m.l.Lock(context.Background(), "invoice:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := m.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			h, ok := mt.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			for _, p := range h.DataPoints {
+				seen++
+				if !slices.Equal(p.Bounds, dlock.DurationBuckets) {
+					t.Errorf("%s bounds %v, want dlock.DurationBuckets", mt.Name, p.Bounds)
+					continue
+				}
+				i := slices.IndexFunc(p.BucketCounts, func(n uint64) bool { return n > 0 })
+				if i < 0 || p.Bounds[min(i, len(p.Bounds)-1)] > 0.1 {
+					t.Errorf("%s: a memlock call fell in bucket %d of %v (counts %v), want one under 100 ms", mt.Name, i, p.Bounds, p.BucketCounts)
+				}
+			}
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("%d histogram points, want the wait and the hold", seen)
+	}
 }
