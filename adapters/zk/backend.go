@@ -353,14 +353,14 @@ func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 }
 
 // Release deletes the hold's node. A release for an acquire whose outcome
-// was unknown (nil Handle) has nothing to do: such a node is deleted by
-// create's own clean-up (forget); nor has one whose node a hand-off
-// deleted (see handing.Transfer). Once the node's session has ended, the
-// node is gone with it.
+// was unknown (nil Handle) deletes the nodes this session made for its
+// owner (releaseByOwner). One whose node a hand-off deleted (see
+// handing.Transfer) has nothing to do. Once the node's session has
+// ended, the node is gone with it.
 func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	n, ok := h.Handle.(holdNode)
 	if !ok {
-		return nil
+		return b.releaseByOwner(ctx, h)
 	}
 	if _, done := b.released.LoadAndDelete(n.path); done {
 		return nil
@@ -379,6 +379,69 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 		return fmt.Errorf("%w: %w: node %s goes with its session", dlock.ErrNotHeld, ErrConnClosed, n.path)
 	}
 	return err
+}
+
+// releaseByOwner deletes the nodes of h's name that this session made
+// for h.Owner: the hold of an attempt whose outcome was unknown, whose
+// Create may have been made after its caller gave up (go-zookeeper's
+// calls take no ctx, so a Create once sent goes through). ErrNotHeld when
+// there is none: the Client then looks again at growing pauses for a
+// while, for a Create still on its way.
+func (b *backend) releaseByOwner(ctx context.Context, h driver.Hold) error {
+	err := b.deleteOwners(ctx, h)
+	if err != nil && !errors.Is(err, dlock.ErrNotHeld) && b.connClosed() {
+		// The session ends with the connection: its nodes go with it.
+		return fmt.Errorf("%w: %w: the nodes of %q go with their session", dlock.ErrNotHeld, ErrConnClosed, h.Name)
+	}
+	return err
+}
+
+// deleteOwners is releaseByOwner's search and delete.
+func (b *backend) deleteOwners(ctx context.Context, h driver.Hold) error {
+	dir := b.dir(h.Name)
+	children, err := request(ctx, func() ([]string, error) {
+		c, _, err := b.conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: %q has no queue", dlock.ErrNotHeld, h.Name)
+	}
+	if err != nil {
+		return err
+	}
+	session, found := b.conn.SessionID(), false
+	for _, c := range children {
+		if !strings.HasPrefix(c, nodePrefix) {
+			continue
+		}
+		p := dir + "/" + c
+		type node struct {
+			data []byte
+			st   *zk.Stat
+		}
+		n, err := request(ctx, func() (node, error) {
+			data, st, err := b.conn.Get(p)
+			return node{data, st}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if owner, _, _ := strings.Cut(string(n.data), "\n"); owner != h.Owner || n.st.EphemeralOwner != session {
+			continue
+		}
+		_, err = request(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("%w: no node of %q for %q", dlock.ErrNotHeld, h.Name, h.Owner)
+	}
+	return nil
 }
 
 // ForceRelease implements dlock.ForceReleaser: it deletes the holder's

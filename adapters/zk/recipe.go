@@ -118,6 +118,12 @@ func (b *backend) create(ctx context.Context, dir, data, tag string) (p string, 
 	// there is one, so 0 turning into an id is no session ending.
 	c := &creation{b: b, ctx: ctx, dir: dir, data: data, prefix: protectedPrefix(tag), session: b.conn.SessionID()}
 	for {
+		if err := ctx.Err(); err != nil {
+			// The caller has gone: no Create is sent for it (one whose
+			// reply was lost is cleaned up by fail).
+			c.lost += boolInt(c.maybeCreated)
+			return c.fail(err)
+		}
 		p, first, err = c.attempt()
 		switch {
 		case err == nil:
@@ -138,6 +144,13 @@ func (b *backend) create(ctx context.Context, dir, data, tag string) (p string, 
 			return c.fail(err)
 		}
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // creation is one create's state across lost replies.
