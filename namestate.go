@@ -114,6 +114,11 @@ func (st *nameState) step(call *lockCall, t **turn, mine *hold, owner string) lo
 		return localStep{hold: st.fresh(call, owner)}
 	case h != nil && h == mine && h.state == held:
 		return localStep{lease: h.newLease()}
+	case !call.wait && h != nil && h.state == ending && st.handed == nil && len(st.waiting) == 0:
+		// An ended hold of this process on its way out (a lost lease's
+		// release): nobody holds or waits, so a TryLock waits for it to
+		// go rather than say the name is taken here.
+		return localStep{wait: h.gone}
 	case !call.wait:
 		return localStep{err: fmt.Errorf("%w: %q %s", ErrNotAcquired, st.name, byThisProcess)}
 	}
