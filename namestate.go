@@ -114,7 +114,7 @@ func (st *nameState) step(call *lockCall, t **turn, mine *hold, owner string) lo
 		return localStep{hold: st.fresh(call, owner)}
 	case h != nil && h == mine && h.state == held:
 		return localStep{lease: h.newLease()}
-	case !call.wait && h != nil && h.state == ending && st.handed == nil && len(st.waiting) == 0:
+	case !call.wait && st.leaving():
 		// An ended hold of this process on its way out (a lost lease's
 		// release): nobody holds or waits, so a TryLock waits for it to
 		// go rather than say the name is taken here.
@@ -127,6 +127,12 @@ func (st *nameState) step(call *lockCall, t **turn, mine *hold, owner string) lo
 		st.waiting = append(st.waiting, *t)
 	}
 	return localStep{wait: (*t).ready}
+}
+
+// leaving reports whether the name's only hold here has ended and is on
+// its way out, with nobody waiting. st.mu is held.
+func (st *nameState) leaving() bool {
+	return st.cur != nil && st.cur.state == ending && st.handed == nil && len(st.waiting) == 0
 }
 
 // byThisProcess is why a TryLock found a name taken in the process.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 )
@@ -91,6 +92,21 @@ func urlSecrets(raw string) []string {
 		out = append(out, q)
 	}
 	return out
+}
+
+// argSecrets are the passwords of DLOCK_URL and of every --url in args.
+func argSecrets(args []string) []string {
+	secrets := urlSecrets(os.Getenv("DLOCK_URL"))
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--url="); ok {
+			secrets = append(secrets, urlSecrets(v)...)
+		} else if v, ok := strings.CutPrefix(a, "-url="); ok {
+			secrets = append(secrets, urlSecrets(v)...)
+		} else if (a == "--url" || a == "-url") && i+1 < len(args) {
+			secrets = append(secrets, urlSecrets(args[i+1])...)
+		}
+	}
+	return secrets
 }
 
 // minSecret is the shortest password redacting hides.

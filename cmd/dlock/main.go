@@ -79,16 +79,7 @@ const (
 // the exit status.
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Whatever fails, no output carries the URL's password.
-	secrets := urlSecrets(os.Getenv("DLOCK_URL"))
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--url="); ok {
-			secrets = append(secrets, urlSecrets(v)...)
-		} else if v, ok := strings.CutPrefix(a, "-url="); ok {
-			secrets = append(secrets, urlSecrets(v)...)
-		} else if (a == "--url" || a == "-url") && i+1 < len(args) {
-			secrets = append(secrets, urlSecrets(args[i+1])...)
-		}
-	}
+	secrets := argSecrets(args)
 	stdout, stderr = redacting(stdout, secrets), redacting(stderr, secrets)
 	if help, ok := wantsHelp(args); ok {
 		return printHelp(help, stdout)
@@ -106,33 +97,12 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer t.shutdown()
-	out := printer{w: stdout, json: inv.json}
-	if bounded[inv.sub] {
-		// An unreachable or frozen server ends the command, not a wait.
-		bound := inv.timeout
-		if bound == 0 {
-			bound = defaultRequestTimeout
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, bound, fmt.Errorf("the server did not answer within %v (--timeout)", bound))
-		defer cancel()
-	}
-	switch inv.sub {
-	case "ls":
-		err = list(ctx, t, strings.Join(inv.rest, ""), inv.limit, out)
-	case "inspect":
-		err = inspect(ctx, t, inv.rest[0], out)
-	case "release":
-		err = release(ctx, t, inv.rest[0], inv.yes, out, stderr)
-	case "watch":
-		err = watch(ctx, t, inv.rest[0], inv.interval, out)
-	case "migrate":
-		err = migrate(ctx, t, inv.rest[0], out)
-	case "prune":
-		err = prune(ctx, t, inv.idle, out)
-	case "run":
+	if inv.sub == "run" {
 		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace, payload: inv.payload}, stdout, stderr)
 	}
+	ctx, cancel := inv.bound(ctx)
+	defer cancel()
+	err = inv.do(ctx, t, printer{w: stdout, json: inv.json}, stderr)
 	if err != nil && ctx.Err() != nil && bounded[inv.sub] {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
@@ -146,6 +116,25 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// do runs inv's subcommand (but run) on t.
+func (inv invocation) do(ctx context.Context, t *target, out printer, stderr io.Writer) error {
+	switch inv.sub {
+	case "ls":
+		return list(ctx, t, strings.Join(inv.rest, ""), inv.limit, out)
+	case "inspect":
+		return inspect(ctx, t, inv.rest[0], out)
+	case "release":
+		return release(ctx, t, inv.rest[0], inv.yes, out, stderr)
+	case "watch":
+		return watch(ctx, t, inv.rest[0], inv.interval, out)
+	case "migrate":
+		return migrate(ctx, t, inv.rest[0], out)
+	case "prune":
+		return prune(ctx, t, inv.idle, out)
+	}
+	return fmt.Errorf("%w: unknown subcommand %q", errUsage, inv.sub)
+}
+
 // bounded are the subcommands whose requests end at --timeout (default
 // defaultRequestTimeout): run's --timeout is its wait for the lock, watch
 // watches until stopped, and release waits for its confirmation.
@@ -153,6 +142,19 @@ var bounded = map[string]bool{"ls": true, "inspect": true, "migrate": true, "pru
 
 // defaultRequestTimeout bounds a bounded subcommand whose --timeout is 0.
 const defaultRequestTimeout = 10 * time.Second
+
+// bound returns ctx, ended at --timeout for a bounded subcommand, so that
+// an unreachable or frozen server ends the command, not a wait.
+func (inv invocation) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !bounded[inv.sub] {
+		return ctx, func() {}
+	}
+	d := inv.timeout
+	if d == 0 {
+		d = defaultRequestTimeout
+	}
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("the server did not answer within %v (--timeout)", d))
+}
 
 // invocation is a parsed command line.
 type invocation struct {
