@@ -342,7 +342,10 @@ func (w *waiter) subscribe(ctx context.Context, n driver.Notifier) (<-chan struc
 		wake   <-chan struct{}
 		cancel func()
 	}
-	s, err, _ := within(w.c.caller, ctx, w.inline, 0, func(ctx context.Context) (sub, error) {
+	// Always on a worker: no backend promises its subscription keeps ctx
+	// (driver.CancelBound speaks of its lock calls), and it follows a miss,
+	// off the uncontended path.
+	s, err, _ := within(w.c.caller, ctx, false, 0, func(ctx context.Context) (sub, error) {
 		wake, cancel, err := n.Subscribe(ctx, w.req)
 		return sub{wake, cancel}, err
 	}, func(s sub, err error) {

@@ -45,3 +45,7 @@ func InRoom(db *sql.DB, name string) (int, bool) { return inRoom(db, name) }
 
 // SetPruneInterval lets l's background prune run as often as every d.
 func SetPruneInterval(l *Locker, d time.Duration) { l.b.pruner.setInterval(d) }
+
+// GateClass is the first key of the PostgreSQL acquire gate's advisory
+// lock; the second is hashtext(name).
+const GateClass = gateClass

@@ -10,6 +10,7 @@ import (
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/tablelock"
 )
 
 // On PostgreSQL an attempt takes a free name only through a per-name
@@ -33,7 +34,7 @@ func TestGateTurnsAwayAFreeName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := gate.ExecContext(ctx, "SELECT pg_advisory_lock(1684827499, hashtext($1))", name); err != nil {
+		if _, err := gate.ExecContext(ctx, "SELECT pg_advisory_lock("+tablelock.GateClass+", hashtext($1))", name); err != nil {
 			t.Fatal(err)
 		}
 		_, err = l.TryLock(ctx, name)
@@ -49,7 +50,7 @@ func TestGateTurnsAwayAFreeName(t *testing.T) {
 		if _, held, err := l.Inspect(ctx, name); err != nil || held {
 			t.Errorf("Inspect after the gate turned the attempts away: held %v, %v; want free", held, err)
 		}
-		if _, err := gate.ExecContext(ctx, "SELECT pg_advisory_unlock(1684827499, hashtext($1))", name); err != nil {
+		if _, err := gate.ExecContext(ctx, "SELECT pg_advisory_unlock("+tablelock.GateClass+", hashtext($1))", name); err != nil {
 			t.Fatal(err)
 		}
 		gate.Close()

@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,36 +20,6 @@ import (
 
 // redlockTTL is the TTL of redlockOver's Lockers.
 const redlockTTL = 2 * time.Second
-
-// waitUpFor waits until each of servers has surely been up for ttl (its
-// uptime, in whole seconds, less the second it may round up), when a
-// restarted server stops holding grants of ttl back.
-func waitUpFor(t testing.TB, servers []*testenv.RedisServer, ttl time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ttl+dlocktest.Timeout)
-	defer cancel()
-	for _, s := range servers {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr})
-		for {
-			info, err := c.Info(ctx, "server").Result()
-			if err != nil {
-				c.Close()
-				t.Fatalf("INFO server of %s: %v", s.Addr, err)
-			}
-			var up int
-			for _, line := range strings.Split(info, "\n") {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-					up, _ = strconv.Atoi(v)
-				}
-			}
-			if time.Duration(up-1)*time.Second >= ttl {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		c.Close()
-	}
-}
 
 func redlockOver(t testing.TB, servers []*testenv.RedisServer, opts ...dlock.Option) *redislock.Redlock {
 	t.Helper()
@@ -84,7 +53,9 @@ func TestRedlockConformance(t *testing.T) {
 	servers := testenv.RedisServers(t, 5)
 	// Subtests such as InvalidNames expect a fresh name granted at once
 	// (TryLock), which fresh servers hold back for a TTL.
-	waitUpFor(t, servers, redlockTTL)
+	for _, s := range servers {
+		s.WaitUp(t, redlockTTL)
+	}
 	dlocktest.Run(t, dlocktest.Harness{
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 			return redlockOver(t, servers, opts...)
