@@ -27,7 +27,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var drivers = []string{"pgx", "mysql"}
+var drivers = append([]string{"pgx", "mysql"}, testenv.PGDrivers...)
 
 var strategies = []inventory.Strategy{inventory.Atomic, inventory.Combining, inventory.Redis, inventory.Buckets}
 

@@ -13,7 +13,7 @@ import (
 	"github.com/dlockhq/dlock/optimistic"
 )
 
-var drivers = []string{"pgx", "mysql"}
+var drivers = append([]string{"pgx", "mysql"}, testenv.PGDrivers...)
 
 // goods makes goods(id, name, stock, version) with one row in a database
 // of the test's own.

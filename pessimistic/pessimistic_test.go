@@ -15,7 +15,7 @@ import (
 	"github.com/dlockhq/dlock/pessimistic"
 )
 
-var drivers = []string{"pgx", "mysql"}
+var drivers = append([]string{"pgx", "mysql"}, testenv.PGDrivers...)
 
 // rows makes table t(id int primary key, v int) with rows 1..n in a
 // database of the test's own.

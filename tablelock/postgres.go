@@ -194,7 +194,7 @@ WITH ` + with + `gone AS (
 		SELECT owner, payload, t.term_us FROM head, LATERAL (` + pgLazy("head.term_us") + `) t
 		WHERE owner <> $2 AND own_channel AND head.term_us > 0 AND t.lazy
 	) g ON true
-	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3 = 0) AND l.expires_at > now()` + match + `
+	WHERE l.name = $1 AND l.owner = $2 AND (l.token = $3 OR $3::bigint = 0) AND l.expires_at > now()` + match + `
 	RETURNING l.reentry, l.owner, l.token, g.term_us
 ), granted AS (
 	DELETE FROM dlock_waiters w USING head, released r
@@ -254,7 +254,7 @@ const pgLeaveUpdate = `
 		owner      = CASE WHEN reentry > 1 THEN owner END,
 		payload    = CASE WHEN reentry > 1 THEN payload END,
 		expires_at = CASE WHEN reentry > 1 THEN expires_at ELSE 'epoch' END
-	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3 = 0) AND expires_at > now()`
+	WHERE name = $1 AND owner = $2 AND (token = $3 OR $3::bigint = 0) AND expires_at > now()`
 
 // pgWake notifies the process head (pgHead, joined with LEFT JOIN), on
 // its own channel when it has one (an earlier version's process may

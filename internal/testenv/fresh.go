@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func Fresh(t testing.TB, driver string) *sql.DB {
 // Open opens dsn with driver; t.Cleanup closes it.
 func Open(t testing.TB, driver, dsn string) *sql.DB {
 	t.Helper()
+	driver, _ = SplitMode(driver)
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -32,9 +34,22 @@ func Open(t testing.TB, driver, dsn string) *sql.DB {
 	return db
 }
 
+// SplitMode splits a test's driver name "pgx+<mode>" (PGDrivers) into
+// the driver and pgx's default_query_exec_mode; other names have no mode.
+func SplitMode(name string) (driver, mode string) {
+	driver, mode, _ = strings.Cut(name, "+")
+	return driver, mode
+}
+
+// PGDrivers are driver names for Fresh and Open that reach PostgreSQL
+// under pgx's query modes users behind a pooler pick.
+var PGDrivers = []string{"pgx+simple_protocol", "pgx+exec"}
+
 // FreshDSN makes the schema or database of Fresh and returns its DSN.
+// driver is "pgx", "mysql" or one of PGDrivers.
 func FreshDSN(t testing.TB, driver string) string {
 	t.Helper()
+	driver, mode := SplitMode(driver)
 	var admin *sql.DB
 	if driver == "pgx" {
 		admin = Postgres(t)
@@ -69,6 +84,9 @@ func FreshDSN(t testing.TB, driver string) string {
 		}
 		q := u.Query()
 		q.Set("search_path", name)
+		if mode != "" {
+			q.Set("default_query_exec_mode", mode)
+		}
 		u.RawQuery = q.Encode()
 		dsn = u.String()
 	} else {

@@ -46,6 +46,22 @@ func OnSQL[L dlock.Locker](t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.O
 	}
 }
 
+// OnPGModes runs suite as OnSQL does, on PostgreSQL under each of pgx's
+// other query modes (PGQueryModes), without the slow-server rounds: they
+// are about time, not the protocol, and OnSQL runs them. The modes run
+// in parallel: the suites mostly wait.
+func OnPGModes[L dlock.Locker](t *testing.T, mk func(testing.TB, *sql.DB, ...dlock.Option) L, suite func(*testing.T, dlocktest.Harness)) {
+	for _, mode := range PGQueryModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			open := PostgresMode(mode)
+			h := SQLHarness("pgx", open, Migrated(t, open), mk)
+			h.Dial = nil
+			suite(t, h)
+		})
+	}
+}
+
 // SQLHarness is the harness of the Lockers mk makes on a database of
 // driver: New on db (migrated), Broken on one open opened and closed at
 // once, Dial on a database reached through a proxy in front of Addr.

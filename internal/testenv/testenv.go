@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -155,4 +156,26 @@ func dial(addr string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// PGQueryModes are pgx's default_query_exec_mode values other than its
+// default (cache_statement): every SQL package must work under each, as
+// users behind a pooler set simple_protocol or exec.
+var PGQueryModes = []string{"cache_describe", "describe_exec", "exec", "simple_protocol"}
+
+// PostgresMode returns an opener of the test PostgreSQL database whose
+// connections use pgx's default_query_exec_mode mode.
+func PostgresMode(mode string) func(testing.TB) *sql.DB {
+	return func(t testing.TB) *sql.DB {
+		t.Helper()
+		Postgres(t) // reports an absent server, and finds any fallback DSN names
+		u, err := url.Parse(DSN("pgx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("default_query_exec_mode", mode)
+		u.RawQuery = q.Encode()
+		return Open(t, "pgx", u.String())
+	}
 }
