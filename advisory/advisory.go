@@ -28,6 +28,29 @@ import (
 // pinned by held locks. Lock waits for a connection instead.
 var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
 
+// ErrPooler is returned by Lock and TryLock on PostgreSQL reached
+// through a connection pooler (PgBouncer, pgcat, Odyssey, RDS Proxy): a
+// session lock is held by the server session, which transaction or
+// statement pooling hands to other clients between statements, so a
+// second client could take or release the lock on it. A Locker tells the
+// pooler at its first use, with pgx's stdlib driver, by comparing the
+// process id the connection was given with the server's. LockTx works
+// through any pooler; so does package tablelock. With PgBouncer's
+// pool_mode = session, which keeps each client's server session, say so
+// with WithSessionPooling.
+var ErrPooler = errors.New("advisory: session locks need a server session of their own")
+
+// sessionPoolingKey is WithSessionPooling's setting.
+type sessionPoolingKey struct{}
+
+// WithSessionPooling says that the pooler between db and PostgreSQL
+// keeps each client connection on one server session for as long as it
+// is open (PgBouncer's pool_mode = session): session locks are then
+// safe through it, and a Locker takes them instead of failing with
+// ErrPooler. Do not pass it for transaction or statement pooling:
+// there, two clients would share the server session that holds a lock.
+func WithSessionPooling() dlock.Option { return dlock.WithSetting(sessionPoolingKey{}, true) }
+
 // MaxTTL is the longest lease TTL (dlock.WithTTL) a Locker takes. A held
 // lock's session gets the TTL as its idle timeout, which ends the lease
 // on the server's side, and 2147483 seconds (24 days 20 h 31 min 23 s) is
@@ -78,7 +101,9 @@ func New(db *sql.DB, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.log = c.Config().Logger
+	cfg := c.Config()
+	b.log = cfg.Logger
+	_, b.sessionPooling = cfg.Setting(sessionPoolingKey{})
 	return &Locker{Client: c, b: b}, nil
 }
 
@@ -180,9 +205,16 @@ type backend struct {
 	// db's Stats do not show; nil for any other db.
 	pool *pgxpool.Pool
 
+	// sessionPooling is WithSessionPooling's: a pooler found is trusted
+	// to keep each connection's server session.
+	sessionPooling bool
+
 	mu     sync.Mutex
 	d      dialect    // nil until known
 	spares []*session // released sessions still set up for a hold
+	// pooled is why session locks are refused (ErrPooler), and named why
+	// every lock is (sqldialect.CheckPooledStatements); set with d.
+	pooled, named error
 }
 
 // DBSystem implements driver.DBSystem.
@@ -217,11 +249,61 @@ func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err 
 	switch which {
 	case sqldialect.Postgres:
 		_, pgx := b.db.Driver().(*stdlib.Driver)
+		if pgx {
+			pooled, err := b.pooler(ctx)
+			if err == nil && pooled {
+				if b.named = sqldialect.CheckPooledStatements(ctx, b.db); errors.Is(b.named, sqldialect.ErrPooledStatements) {
+					b.named = fmt.Errorf("advisory: %w", b.named)
+				} else {
+					err, b.named = b.named, nil
+				}
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("advisory: %w", err)
+			}
+			// Behind a pooler the connection's process id is the
+			// pooler's: the session's id is asked of the server.
+			pgx = !pooled
+		}
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
 		b.d = &mysql{log: b.log}
 	}
 	return b.d, true, nil
+}
+
+// pooler tells whether b.db reaches PostgreSQL through a pooler
+// (sqldialect.Pooler), on one of its connections, and sets b.pooled
+// when session locks are to be refused there. b.mu is held.
+func (b *backend) pooler(ctx context.Context) (bool, error) {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	pooled, detail, _, err := sqldialect.Pooler(ctx, conn)
+	if err != nil || !pooled {
+		return false, err
+	}
+	if !b.sessionPooling {
+		b.pooled = fmt.Errorf("%w, and a pooler stands between this Locker and PostgreSQL (%s), which under transaction or statement pooling lets other clients use the session that holds a lock: use LockTx or package tablelock, or, with PgBouncer's pool_mode = session, advisory.WithSessionPooling()", ErrPooler, detail)
+	}
+	return true, nil
+}
+
+// sessions returns the dialect for a session lock, or why session locks
+// are refused on b.db.
+func (b *backend) sessions(ctx context.Context) (dialect, error) {
+	d, err := b.dialect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.named != nil {
+		return nil, b.named
+	}
+	return d, b.pooled
 }
 
 var (
@@ -265,7 +347,7 @@ func discard(conn *sql.Conn) {
 }
 
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	d, err := b.dialect(ctx)
+	d, err := b.sessions(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -318,7 +400,7 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 }
 
 func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	d, err := b.dialect(ctx)
+	d, err := b.sessions(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}

@@ -5,6 +5,9 @@
 #   scripts/services.sh zk-ensemble  a 3-node ZooKeeper ensemble (2191-2193)
 #   scripts/services.sh etcd-cluster a 3-member etcd cluster (clients 2391-2393)
 #   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
+#   scripts/services.sh pgbouncer   PgBouncer before PostgreSQL: session
+#                                   pooling on 6432, transaction on 6433,
+#                                   statement on 6434
 #   scripts/services.sh status      which ports answer
 #   scripts/services.sh down        stops what this script started
 #
@@ -210,6 +213,64 @@ etcd_cluster() {
 	for i in 1 2 3; do wait_port "239$i" etcd 30; done
 }
 
+pgbouncer_install() {
+	command -v pgbouncer >/dev/null && return 0
+	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+		log "PgBouncer is not installed and this is not root: apt-get install pgbouncer"
+		return 1
+	fi
+	log "installing Debian's pgbouncer package"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >"$DIR/apt-pgbouncer.log" 2>&1 ||
+		{ as_root apt-get update -q >>"$DIR/apt-pgbouncer.log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >>"$DIR/apt-pgbouncer.log" 2>&1; } ||
+		{ log "apt-get install pgbouncer failed, see $DIR/apt-pgbouncer.log"; return 1; }
+}
+
+# pgbouncer_start MODE PORT: a PgBouncer with pool_mode MODE on PORT in
+# front of the PostgreSQL on 5432 (trust, as the server is), every
+# database passed through. The pool is small (as production's is, to the
+# server's connection limit), so clients share server connections.
+pgbouncer_start() {
+	local mode=$1 port=$2
+	port_open "$port" && return 0
+	local d="$DIR/pgbouncer-$mode"
+	mkdir -p "$d"
+	printf '"postgres" ""\n"root" ""\n' >"$d/users.txt"
+	cat >"$d/pgbouncer.ini" <<EOF
+[databases]
+* = host=127.0.0.1 port=5432
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $d/users.txt
+pool_mode = $mode
+default_pool_size = 20
+max_client_conn = 400
+ignore_startup_parameters = extra_float_digits,search_path
+logfile = $d/pgbouncer.log
+pidfile = $d/pid
+EOF
+	log "starting PgBouncer ($mode pooling) on $port"
+	local user=()
+	if [ "$(id -u)" = 0 ]; then
+		user=(-u postgres)
+		chown -R postgres "$d"
+	fi
+	pgbouncer -d "${user[@]}" "$d/pgbouncer.ini" >"$d/start.log" 2>&1 ||
+		{ log "PgBouncer did not start, see $d/start.log"; return 1; }
+}
+
+pgbouncer_up() {
+	pgbouncer_install
+	pgbouncer_start session 6432
+	pgbouncer_start transaction 6433
+	pgbouncer_start statement 6434
+	wait_port 6432 PgBouncer 30 && wait_port 6433 PgBouncer 30 && wait_port 6434 PgBouncer 30
+}
+
 redis_extra() {
 	local p
 	for p in 6380 6381 6382 6383 6384; do redis_start "$p"; done
@@ -217,7 +278,7 @@ redis_extra() {
 
 status() {
 	local p
-	for p in 5432 3306 6379 2181 2191 2192 2193 2379 2391 2392 2393 6380 6381 6382 6383 6384; do
+	for p in 5432 3306 6379 2181 2191 2192 2193 2379 2391 2392 2393 6432 6433 6434 6380 6381 6382 6383 6384; do
 		if port_open "$p"; then echo "127.0.0.1:$p up"; else echo "127.0.0.1:$p down"; fi
 	done
 }
@@ -242,10 +303,11 @@ up)
 zk-ensemble) zk_ensemble ;;
 etcd-cluster) etcd_cluster ;;
 redis-extra) redis_extra ;;
+pgbouncer) pgbouncer_up ;;
 status) status ;;
 down) down ;;
 *)
-	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|status|down" >&2
+	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|status|down" >&2
 	exit 2
 	;;
 esac

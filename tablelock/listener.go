@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlockhq/dlock/driver"
 	"github.com/dlockhq/dlock/internal/errjoin"
+	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/timeunit"
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
@@ -61,6 +62,11 @@ type listener struct {
 	waits   map[string]*ownerWait // subscribed waiters, by ownerKey
 	idle    *time.Timer
 	closed  bool
+	// pooled is set once a connection was found to reach PostgreSQL
+	// through a pooler: LISTEN is not delivered reliably there (transaction
+	// pooling hands the server session to other clients), and the queue's
+	// pids must be the server's. Waiters poll instead.
+	pooled  error
 	stopped chan struct{}  // closed when the run goroutine exits
 	passing sync.WaitGroup // notifications being passed on, grants given back
 }
@@ -82,6 +88,9 @@ type ownerWait struct {
 // one, and a grant notified late, for an earlier wait of the same owner,
 // names none of a later one.
 var attempts atomic.Uint64
+
+// errPooler is why a listener does not listen through a pooler.
+var errPooler = errors.New("tablelock: LISTEN is not delivered through a connection pooler")
 
 // listenGen is one listener connection. ready is closed once LISTEN is in
 // effect (pid set), or once it failed (err set).
@@ -142,6 +151,10 @@ func (l *listener) subscribe(ctx context.Context, name, owner string) (<-chan st
 	if l.closed {
 		l.mu.Unlock()
 		return nil, nil, errors.New("tablelock: listener closed")
+	}
+	if l.pooled != nil {
+		l.mu.Unlock()
+		return nil, nil, l.pooled
 	}
 	ch, cancel := l.add(name, owner)
 	if l.gen == nil {
@@ -315,6 +328,11 @@ func (l *listener) start() {
 			gen.err = err
 			close(gen.ready)
 		}
+		if errors.Is(err, errPooler) {
+			l.pooled = err
+			l.gen = nil
+			return
+		}
 		if l.gen == gen {
 			l.gen = nil
 		}
@@ -364,6 +382,13 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 		return err
 	}
 	defer func() { _ = conn.Close() }() // back to the pool, unless Raw said driver.ErrBadConn
+	pooled, detail, _, err := sqldialect.Pooler(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if pooled {
+		return fmt.Errorf("%w (%s): waiters poll: %w", errPooler, detail, errors.ErrUnsupported)
+	}
 	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {

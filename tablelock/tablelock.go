@@ -151,6 +151,11 @@ func (b *backend) get(ctx context.Context) (dialectBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: %w", err)
 	}
+	if dialect == sqldialect.Postgres {
+		if err := sqldialect.CheckPooledStatements(ctx, b.db); err != nil {
+			return nil, fmt.Errorf("tablelock: %w", err)
+		}
+	}
 	if err := checkSchema(ctx, b.db, dialect); err != nil {
 		return nil, err
 	}

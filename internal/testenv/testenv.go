@@ -21,6 +21,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -177,5 +179,61 @@ func PostgresMode(mode string) func(testing.TB) *sql.DB {
 		q.Set("default_query_exec_mode", mode)
 		u.RawQuery = q.Encode()
 		return Open(t, "pgx", u.String())
+	}
+}
+
+// PgBouncerPorts are the loopback ports of scripts/services.sh pgbouncer's
+// PgBouncers in front of the test PostgreSQL, by pool_mode.
+var PgBouncerPorts = map[string]string{"session": "6432", "transaction": "6433", "statement": "6434"}
+
+// PgBouncerDSN returns the DSN of the test database through the
+// PgBouncer of pool_mode pooling, with pgx's default_query_exec_mode
+// queryMode ("" for pgx's default). It starts the PgBouncers (Debian's
+// pgbouncer package, installed when missing) unless they answer.
+func PgBouncerDSN(t testing.TB, pooling, queryMode string) string {
+	t.Helper()
+	port, ok := PgBouncerPorts[pooling]
+	if !ok {
+		t.Fatalf("no PgBouncer of pool_mode %q", pooling)
+	}
+	Postgres(t)
+	addr := "127.0.0.1:" + port
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+	} else {
+		startPgBouncers(t)
+	}
+	u, err := url.Parse(DSN("pgx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	q := u.Query()
+	if queryMode != "" {
+		q.Set("default_query_exec_mode", queryMode)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var (
+	pgbouncerOnce sync.Once
+	pgbouncerErr  error
+)
+
+func startPgBouncers(t testing.TB) {
+	t.Helper()
+	pgbouncerOnce.Do(func() {
+		root, err := ModuleRoot()
+		if err == nil {
+			var out []byte
+			if out, err = exec.Command("bash", filepath.Join(root, "scripts", "services.sh"), "pgbouncer").CombinedOutput(); err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+		}
+		pgbouncerErr = err
+	})
+	if pgbouncerErr != nil {
+		Unavailable(t, "PgBouncer", "127.0.0.1:6432-6434", "scripts/services.sh pgbouncer", pgbouncerErr)
 	}
 }

@@ -1,0 +1,77 @@
+package sqldialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Pooler tells whether conn reaches PostgreSQL through a connection
+// pooler (PgBouncer, pgcat, Odyssey, RDS Proxy): the server process its
+// statement runs on (pg_backend_pid()) is not the process id the
+// connection was given when it opened (BackendKeyData), which a pooler
+// makes up for each of its clients. detail names both ids, for an error.
+// known is false for a driver other than pgx's stdlib, which does not
+// show the id it was given; then Pooler asks nothing.
+//
+// A pooler's mode is not visible to its clients: under PgBouncer's
+// session pooling the connection keeps its server session, under
+// transaction or statement pooling it does not.
+func Pooler(ctx context.Context, conn *sql.Conn) (pooled bool, detail string, known bool, err error) {
+	var given uint32
+	var backend int64
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		given = c.Conn().PgConn().PID()
+		// The simple protocol prepares nothing: a named statement of
+		// pgx's cache may be another client's on a pooler's session.
+		return c.Conn().QueryRow(ctx, "SELECT pg_backend_pid()", pgx.QueryExecModeSimpleProtocol).Scan(&backend)
+	})
+	if err != nil || given == 0 {
+		return false, "", given != 0, err
+	}
+	if backend == int64(given) {
+		return false, "", true, nil
+	}
+	return true, fmt.Sprintf("statements run in server process %d, the connection was given process id %d", backend, given), true, nil
+}
+
+// ErrPooledStatements is why CheckPooledStatements refuses a database.
+var ErrPooledStatements = errors.New("pgx's prepared statements do not survive a connection pooler")
+
+// CheckPooledStatements refuses db when pgx prepares named statements on
+// its connections (default_query_exec_mode=cache_statement, pgx's
+// default) and they reach PostgreSQL through a pooler: PgBouncer's
+// transaction and statement pooling (before 1.21's
+// max_prepared_statements) run the next statement on a server session
+// that has another client's statements, or none of its own, and
+// statements fail at random — a release among them. It asks the server
+// only in that mode, on one of db's connections.
+func CheckPooledStatements(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	named := false
+	if err := conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok {
+			named = c.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		}
+		return nil
+	}); err != nil || !named {
+		return err
+	}
+	pooled, detail, _, err := Pooler(ctx, conn)
+	if err != nil || !pooled {
+		return err
+	}
+	return fmt.Errorf("%w: a pooler stands between db and PostgreSQL (%s); set default_query_exec_mode=exec (or simple_protocol) in the DSN", ErrPooledStatements, detail)
+}
