@@ -63,6 +63,7 @@ const usage = `usage:
 flags: --url URL (default $DLOCK_URL) --lock tablelock|advisory --json`
 
 func main() {
+	superviseIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

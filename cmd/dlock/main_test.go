@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +24,20 @@ import (
 	"github.com/dlockhq/dlock/migrations"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain: the test binary is dlock run's supervisor as well (run
+// starts this executable again to lead its command's group), and the
+// dlock command itself when asAsDlock is set, for tests that kill it.
+func TestMain(m *testing.M) {
+	superviseIfAsked()
+	if os.Getenv(asDlock) == "1" {
+		os.Unsetenv(asDlock)
+		main()
+	}
+	testenv.Main(m)
+}
+
+// asDlock makes the test binary run as the dlock command.
+const asDlock = "DLOCK_TEST_AS_COMMAND"
 
 // syncBuffer is a bytes.Buffer the command and the test share.
 type syncBuffer struct {
@@ -142,18 +157,19 @@ func TestRunUnderTheLock(t *testing.T) {
 	}
 }
 
-// When the lease is lost, the command is stopped (SIGTERM) and dlock
-// exits non-zero saying so.
+// When the lease is lost, the command and its children are stopped
+// (SIGTERM to the group) and dlock exits non-zero saying so.
 func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	c := etcdenv.Client(t, etcdenv.Endpoints())
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
-	name := dlocktest.Name(t)
+	name, dir := dlocktest.Name(t), t.TempDir()
 	done := make(chan [3]string, 1)
 	go func() {
-		code, out, errOut := dlockCmd(ctx, "run", "--url", etcdURL(), "--ttl", "2s", "--grace", "5s", name, "--", "sleep", "30")
+		code, out, errOut := dlockCmd(ctx, "run", "--url", etcdURL(), "--ttl", "2s", "--grace", "5s", name, "--", "sh", "-c", script(dir, true))
 		done <- [3]string{strconv.Itoa(code), out, errOut}
 	}()
+	child := readPID(ctx, t, filepath.Join(dir, "child"))
 	l, err := etcdlock.New(c, "dlock-cmd")
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +197,10 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	}
 	if waited := time.Since(deleted); waited > 2*time.Second {
 		t.Errorf("the command was stopped %v after the key went, want within a TTL", waited)
+	}
+	if alive(child) {
+		syscall.Kill(child, syscall.SIGKILL)
+		t.Errorf("the command's own child %d still runs after the lease was lost", child)
 	}
 }
 
