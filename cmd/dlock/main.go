@@ -17,12 +17,19 @@
 //
 // dlock run takes NAME, waiting up to --timeout (0: as long as it takes),
 // with --payload (who and why) stored beside the hold where the backend
-// keeps one (dlock.WithPayload; ls and inspect show it), then runs CMD with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER in its
-// environment, so the command can fence what it writes with the token. If
-// the lease is lost, CMD gets SIGTERM, and SIGKILL --grace later; a
-// SIGINT or SIGTERM to dlock is passed on to CMD. dlock exits with CMD's
-// status (128+N for a signal N), or 1 when the lease was lost and CMD
-// exited 0 all the same, and releases the lock when CMD has exited.
+// keeps one (dlock.WithPayload; ls and inspect show it), then runs CMD
+// with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER in its environment, so the
+// command can fence what it writes with the token. CMD runs in a process
+// group of its own (so it cannot read a terminal), and nothing of it
+// outlives dlock run: if the lease is lost, or dlock gets SIGINT or
+// SIGTERM, the whole group (CMD and every process it started) gets
+// SIGTERM, and SIGKILL --grace later; processes CMD leaves behind when it
+// exits are stopped the same way before the lock is released; and if
+// dlock itself dies, SIGKILL included, the group is killed at once, as
+// nothing renews the lease any more. Exit status: CMD's (128+N for a
+// signal N); 1 when the lock was not acquired, or the lease was lost and
+// CMD exited 0 all the same; 2 for bad arguments; 127 when CMD could not
+// start. dlock releases the lock once the group is gone.
 //
 // dlock release takes a lock from a holder that is stuck but still
 // renewing (dlock.ForceReleaser): the next waiter is granted at once,
