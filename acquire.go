@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock/driver"
+	"github.com/dlockhq/dlock/internal/errjoin"
 	"github.com/dlockhq/dlock/internal/wakeup"
 )
 
@@ -51,14 +52,10 @@ func (c *Client) acquire(ctx context.Context, h *hold, wait bool) (Lease, error)
 			}
 			return leaseOrErr(c.grant(h, g, sent))
 		}
-		w.heldBy = w.heldBy || !g.Busy
-		w.busy = w.busy || g.Busy
+		w.missed(g)
 		if !wait {
 			c.settle(h)
-			if g.Busy {
-				return nil, fmt.Errorf("%w: %q %s", ErrNotAcquired, h.Name, busy)
-			}
-			return nil, fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, h.Name)
+			return nil, w.tryFailed(g)
 		}
 		if err := w.sleep(ctx, attempt, g.RetryAfter); err != nil {
 			return nil, c.failed(ctx, &w, err, false)
@@ -157,6 +154,8 @@ func (c *Client) failed(ctx context.Context, w *waiter, err error, pending bool)
 	switch {
 	case errors.Is(context.Cause(ctx), ErrClosed):
 		return ErrClosed
+	case ctx.Err() != nil && w.heldBack.Resume > 0 && !attemptFailed:
+		return errjoin.Join(heldBackErr(h.Name, w.heldBack, w.heldBackAt), ctx.Err())
 	case ctx.Err() != nil:
 		return notAcquired(ctx, h.Name, w.why(err, attemptFailed, pending))
 	case errors.Is(err, ErrNotAcquired):
@@ -188,6 +187,32 @@ func (w *waiter) why(err error, attemptFailed, pending bool) string {
 	return byNobody
 }
 
+// missed records what an attempt that was not granted g heard.
+func (w *waiter) missed(g driver.Grant) {
+	w.heldBack, w.heldBackAt = g.HeldBack, time.Now()
+	w.heldBy = w.heldBy || (!g.Busy && g.HeldBack.Resume == 0)
+	w.busy = w.busy || g.Busy
+}
+
+// tryFailed is the error of a TryLock that was not granted g.
+func (w *waiter) tryFailed(g driver.Grant) error {
+	switch {
+	case g.HeldBack.Resume > 0:
+		return heldBackErr(w.h.Name, g.HeldBack, w.heldBackAt)
+	case g.Busy:
+		return fmt.Errorf("%w: %q %s", ErrNotAcquired, w.h.Name, busy)
+	}
+	return fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, w.h.Name)
+}
+
+// heldBackErr is the error of an attempt on name that a restarted server
+// held back as hb says, heard at when.
+func heldBackErr(name string, hb driver.HoldBack, when time.Time) error {
+	resume := when.Add(hb.Resume)
+	return fmt.Errorf("%w: %w: the server restarted %v ago and may have lost a hold of %q that its holder still believes it has: it grants the name again in %v (at %s)",
+		ErrNotAcquired, ErrHeldBack, hb.Up.Round(time.Second), name, time.Until(resume).Round(time.Millisecond), resume.Format(time.RFC3339))
+}
+
 // endedByCtx reports whether err is a ctx's end, as a backend's wait in
 // its server's queue returns it.
 func endedByCtx(err error) bool {
@@ -212,8 +237,12 @@ type waiter struct {
 	ended    atomic.Pointer[time.Time] // when ctx ended; nil before
 	heldBy   bool                      // an attempt's answer was that another owner holds the name
 	busy     bool                      // an attempt was turned away for another one the server was deciding
-	tried    bool                      // an attempt was sent
-	late     bool                      // the last attempt was granted after ctx ended (and given back)
+	// heldBack is the last answer's hold-back by a restarted server
+	// (zero for none), heard at heldBackAt.
+	heldBack   driver.HoldBack
+	heldBackAt time.Time
+	tried      bool // an attempt was sent
+	late       bool // the last attempt was granted after ctx ended (and given back)
 	// unconfirmed says a grant ended before the renewal that was to
 	// confirm it (settleGrant): round trips too slow for the TTL.
 	unconfirmed bool

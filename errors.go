@@ -8,6 +8,14 @@ var (
 	// second case it is joined with ctx.Err().
 	ErrNotAcquired = errors.New("dlock: lock not acquired")
 
+	// ErrHeldBack is wrapped, beside ErrNotAcquired, by TryLock, and by
+	// a Lock whose ctx ended, when the server turned the attempt away not
+	// for a holder but because it restarted lately and may have lost a
+	// hold whose holder still believes it has it (Redlock's delayed
+	// restart, see package redislock): the error says how long ago the
+	// server started and when it grants again. Lock waits for that.
+	ErrHeldBack = errors.New("dlock: grants held back after a server restart")
+
 	// ErrNotHeld is returned by Lease.Unlock and Lease.Refresh when the
 	// lease is no longer held by its owner: it was already unlocked, it
 	// expired, or the server gave it to another owner.

@@ -38,7 +38,8 @@ var DurationBuckets = []float64{
 //
 //	dlock.lock.wait.duration      histogram, s: Lock and TryLock calls, by dlock.outcome
 //	dlock.lock.acquisitions       counter: the same calls, by dlock.outcome
-//	                              (acquired, not_acquired, ctx_ended, error) and dlock.call
+//	                              (acquired, not_acquired, held_back: a restarted server held
+//	                              the grant back, see ErrHeldBack; ctx_ended, error) and dlock.call
 //	dlock.lock.hold.duration      histogram, s: holds, from the grant to their end, by dlock.end
 //	                              (released, lost, closed)
 //	dlock.lease.lost              counter: leases lost, by dlock.cause (not_held: the server
@@ -243,6 +244,8 @@ func outcomeOf(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
 		return "acquired"
+	case errors.Is(err, ErrHeldBack):
+		return "held_back"
 	case ctx.Err() != nil:
 		return "ctx_ended"
 	case errors.Is(err, ErrNotAcquired):

@@ -280,7 +280,7 @@ func (b *backend) pooler(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // back to the pool
 	pooled, detail, _, err := sqldialect.Pooler(ctx, conn)
 	if err != nil || !pooled {
 		return false, err

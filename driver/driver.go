@@ -90,6 +90,18 @@ type Grant struct {
 	// zero for a grant made by the attempt itself.
 	Since time.Time
 	Term  time.Duration
+	// HeldBack, when not Acquired and its Resume is not zero, says the
+	// server turned the attempt away not for a holder but because it
+	// restarted lately and may have lost a hold whose holder still
+	// believes it has it (dlock.ErrHeldBack). RetryAfter is when to try
+	// again.
+	HeldBack HoldBack
+}
+
+// HoldBack is a restarted server's hold-back of grants: Up is how long
+// it has been up, Resume how long until it grants again.
+type HoldBack struct {
+	Up, Resume time.Duration
 }
 
 // Hold identifies a held lock to its backend.

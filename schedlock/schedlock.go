@@ -126,6 +126,9 @@ func (r *Runner) Begin(ctx context.Context, name string, lockAtMostFor, lockAtLe
 		lock = r.l.Lock
 	}
 	lease, err := lock(ctx, name)
+	if errors.Is(err, dlock.ErrHeldBack) && !r.wait {
+		return nil, fmt.Errorf("%w: job %q: %w", ErrSkipped, name, err)
+	}
 	if errors.Is(err, dlock.ErrNotAcquired) && !r.wait {
 		return nil, fmt.Errorf("%w: job %q is running on another node", ErrSkipped, name)
 	}

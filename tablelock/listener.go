@@ -56,12 +56,12 @@ type listener struct {
 
 	hub wakeup.Hub
 
-	mu      sync.Mutex            // guards what follows, and adding to hub
-	linger  time.Duration         // how long to listen with no waiter, see listenerLinger
-	gen     *listenGen            // the running connection, nil when stopped
-	waits   map[string]*ownerWait // subscribed waiters, by ownerKey
-	idle    *time.Timer
-	closed  bool
+	mu     sync.Mutex            // guards what follows, and adding to hub
+	linger time.Duration         // how long to listen with no waiter, see listenerLinger
+	gen    *listenGen            // the running connection, nil when stopped
+	waits  map[string]*ownerWait // subscribed waiters, by ownerKey
+	idle   *time.Timer
+	closed bool
 	// pooled is set once a connection was found to reach PostgreSQL
 	// through a pooler: LISTEN is not delivered reliably there (transaction
 	// pooling hands the server session to other clients), and the queue's

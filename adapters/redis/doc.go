@@ -104,14 +104,24 @@
 // the process's start says so): a missing counter, or one restored from
 // disk, holds the grant back until then (Redlock's "delayed restart",
 // kept by the server itself from its uptime, which starts again with
-// every process). The cost is on fresh servers too: the first grant of
-// each name waits until the server has surely been up for one TTL (Lock waits;
-// TryLock reports ErrNotAcquired), and each grant of a free lock reads
-// the server's uptime (INFO server, inside the script). The rule assumes
-// every Locker of a name uses one TTL; a shorter one than the holder's
-// shortens the wait. A failover promotes a replica that has been up all
-// along: there the replicated-write mode, not the uptime, keeps the rule
-// (see Failover above).
+// every process). An attempt held back fails with dlock.ErrHeldBack
+// (beside dlock.ErrNotAcquired), which says how long ago the server
+// started and when it grants the name again; Lock waits for that within
+// its ctx, and the metrics count it as dlock.outcome held_back. The cost
+// is on fresh servers too: the first grant of each name waits until the
+// server has surely been up for one TTL, and each grant of a free lock
+// reads the server's uptime (INFO server, inside the script). The rule
+// assumes every Locker of a name uses one TTL; WithRestartWindow sets the
+// window instead, to the longest TTL any Locker of the server uses, so a
+// 1 h TTL need not wait an hour. A server that cannot lose an
+// acknowledged write holds nothing back: New asks (CONFIG GET, every 10
+// s) whether it appends every write and fsyncs it before it answers
+// (appendonly yes, appendfsync always); a Cluster, a Ring, Redlock's
+// servers, or a server that refuses CONFIG are held back as any other.
+// WithReplicas does not lift the hold-back: a restarted master reloads
+// its own disk, not its replicas'. A failover promotes a replica that has
+// been up all along: there the replicated-write mode, not the uptime,
+// keeps the rule (see Failover above).
 //
 // Tokens are a hybrid clock: a grant takes max(last token + 1, the
 // server's clock in microseconds), so a replica holding an older counter,

@@ -34,13 +34,13 @@ func ChannelOf(name string) string { return keysFor(name).channel() }
 // AcquireAs makes one attempt of New's lock on c for r as hold (a hold id;
 // the backend's own is r.Owner, and a sibling's re-entry has another).
 func AcquireAs(ctx context.Context, c redis.UniversalClient, r driver.Request, hold string) (driver.Grant, error) {
-	return acquireOn(ctx, c, r, hold, true)
+	return acquireOn(ctx, c, r, hold, true, "")
 }
 
 // AcquireAsWaiter is AcquireAs for a waiter of New with id, whose entry
 // among the waiters lasts life.
 func AcquireAsWaiter(ctx context.Context, c redis.UniversalClient, r driver.Request, hold, id string, life time.Duration) (driver.Grant, error) {
-	return acquireWith(ctx, c, r, hold, true, waiterEntry{id: id, life: life}, 0, 0)
+	return acquireWith(ctx, c, r, hold, true, waiterEntry{id: id, life: life}, 0, 0, "")
 }
 
 // Release ends h of New's lock on c, publishing as New's backend does.

@@ -141,7 +141,7 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if len(res) != 2 {
+	if !isReply(res) {
 		return driver.Grant{}, fmt.Errorf("redislock: fair acquire script returned %v", res)
 	}
 	if res[0] == 1 {
@@ -155,7 +155,7 @@ func (b *fairBackend) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	// Retry by then at the latest: the holder's lease may run out, and
 	// the queue entry must be kept fresh.
-	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 1), time.Millisecond)}, nil
+	return notGranted(res, 1), nil
 }
 
 func (b *fairBackend) Release(ctx context.Context, h driver.Hold) error {

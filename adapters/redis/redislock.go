@@ -48,9 +48,14 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, failed(err, n)
 	}
-	if err := only(c.Config(), "New", replicasKey{}); err != nil {
+	if err := only(c.Config(), "New", replicasKey{}, restartWindowKey{}); err != nil {
 		return nil, failed(err, n)
 	}
+	window, err := restartWindowOf(c.Config())
+	if err != nil {
+		return nil, failed(err, n)
+	}
+	b.restarts = newRestarts(client, window)
 	if b.replicas, err = replicasOf(c.Config(), client); err != nil {
 		return nil, failed(err, n)
 	}
@@ -84,6 +89,8 @@ type backend struct {
 	// renewal (WithReplicas), within wait; 0: none.
 	replicas int
 	wait     time.Duration
+	// restarts is how long a restarted server holds grants back.
+	restarts *restarts
 
 	// id is New's Locker among the lock's waiters on the server (see
 	// scripts/lock_waiters.lua): a release wakes one waiting Locker by
@@ -140,8 +147,9 @@ func ms(d time.Duration) int64 { return timeunit.Ceil(d, time.Millisecond) }
 
 // acquireOn runs the acquire script on one server, for a waiter that any
 // release wakes (it takes no place among the lock's waiters).
-func acquireOn(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool) (driver.Grant, error) {
-	return acquireWith(ctx, c, r, hold, incr, waiterEntry{}, 0, 0)
+// window is the hold-back window argument (restarts.arg).
+func acquireOn(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, window string) (driver.Grant, error) {
+	return acquireWith(ctx, c, r, hold, incr, waiterEntry{}, 0, 0, window)
 }
 
 // waiterEntry is a waiting attempt's place among the lock's waiters (see
@@ -155,15 +163,15 @@ type waiterEntry struct {
 // acquireWith is acquireOn for the waiter e that, when replicas > 0, has
 // the grant acknowledged by that many replicas within wait, and refuses
 // it (releases it, returns ErrNotReplicated) when they do not.
-func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, e waiterEntry, replicas int, wait time.Duration) (driver.Grant, error) {
+func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold string, incr bool, e waiterEntry, replicas int, wait time.Duration, window string) (driver.Grant, error) {
 	k := keysFor(r.Name)
 	cmd, unconfirmed := runReplicated(ctx, c, replicas, wait, acquireScript, []string{k.lock(), k.fence(), k.lockWaiters()},
-		r.Owner, ms(r.TTL), hold, luaBool(incr), luaBool(r.Wait), e.id, ms(e.life), luaBool(e.had), r.Payload)
+		r.Owner, ms(r.TTL), hold, luaBool(incr), luaBool(r.Wait), e.id, ms(e.life), luaBool(e.had), r.Payload, window)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if len(res) != 2 {
+	if !isReply(res) {
 		return driver.Grant{}, fmt.Errorf("redislock: acquire script returned %v", res)
 	}
 	if res[0] == 1 && unconfirmed != nil {
@@ -175,7 +183,7 @@ func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold s
 	if res[0] == 1 {
 		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 0), time.Millisecond)}, nil
+	return notGranted(res, 0), nil
 }
 
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -188,7 +196,7 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 		_, had := b.waiting.Load(r.Owner)
 		e = waiterEntry{id: b.id, life: b.entryLife, had: had}
 	}
-	g, err := acquireWith(ctx, c, r, r.Owner, true, e, b.replicas, b.wait)
+	g, err := acquireWith(ctx, c, r, r.Owner, true, e, b.replicas, b.wait, b.restarts.arg(ctx))
 	switch {
 	case e.id == "":
 	case g.Acquired:

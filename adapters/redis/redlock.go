@@ -1,11 +1,13 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,9 +78,14 @@ func NewRedlock(clients []redis.UniversalClient, opts ...dlock.Option) (*Redlock
 	if err != nil {
 		return nil, failed(err, b.notifiers...)
 	}
-	if err := only(c.Config(), "NewRedlock"); err != nil {
+	if err := only(c.Config(), "NewRedlock", restartWindowKey{}); err != nil {
 		return nil, failed(err, b.notifiers...)
 	}
+	window, err := restartWindowOf(c.Config())
+	if err != nil {
+		return nil, failed(err, b.notifiers...)
+	}
+	b.restarts = &restarts{window: window}
 	return &Redlock{Client: c, b: b}, nil
 }
 
@@ -116,6 +123,9 @@ type redlockBackend struct {
 	clients   []redis.UniversalClient
 	notifiers []*notifierRef
 	quorum    int
+	// restarts is how long a restarted server holds grants back: the
+	// window alone (each server's fsync policy is not asked).
+	restarts *restarts
 }
 
 var (
@@ -153,7 +163,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 	grants := make([]driver.Grant, len(b.clients))
 	errs := b.each(ctx, r.TTL, func(ctx context.Context, i int, c redis.UniversalClient) error {
 		var err error
-		grants[i], err = acquireOn(ctx, c, r, hold, false)
+		grants[i], err = acquireOn(ctx, c, r, hold, false, b.restarts.arg(ctx))
 		return err
 	})
 	var (
@@ -161,6 +171,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 		maxToken uint64
 		failed   []error
 		retry    time.Duration
+		heldBack []driver.HoldBack // of the servers that held the grant back
 	)
 	for i, g := range grants {
 		switch {
@@ -169,8 +180,13 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 		case g.Acquired:
 			got = append(got, i)
 			maxToken = max(maxToken, g.Token)
-		case retry == 0 || g.RetryAfter < retry:
-			retry = g.RetryAfter
+		default:
+			if retry == 0 || g.RetryAfter < retry {
+				retry = g.RetryAfter
+			}
+			if g.HeldBack.Resume > 0 {
+				heldBack = append(heldBack, g.HeldBack)
+			}
 		}
 	}
 	h := driver.Hold{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: hold}
@@ -189,6 +205,13 @@ func (b *redlockBackend) Acquire(ctx context.Context, r driver.Request) (driver.
 	if len(failed) > len(b.clients)-b.quorum {
 		return driver.Grant{}, fmt.Errorf("redislock: Redlock quorum unreachable, %d of %d servers failed: %w",
 			len(failed), len(b.clients), errjoin.Join(failed...))
+	}
+	if len(heldBack) > len(b.clients)-b.quorum {
+		// Too many restarted servers hold grants back for a quorum: say
+		// so, with when enough of them resume for one.
+		slices.SortFunc(heldBack, func(a, b driver.HoldBack) int { return cmp.Compare(a.Resume, b.Resume) })
+		quorate := heldBack[len(heldBack)-(len(b.clients)-b.quorum)-1]
+		return driver.Grant{RetryAfter: max(retry, time.Millisecond), HeldBack: quorate}, nil
 	}
 	if len(got) > 0 {
 		// A split vote between waiters: retry after a random pause so

@@ -107,7 +107,7 @@ func runReplicated(ctx context.Context, c redis.Scripter, replicas int, wait tim
 
 // only refuses settings of this package that ctor does not take.
 func only(cfg dlock.Config, ctor string, allowed ...any) error {
-	for _, key := range []any{replicasKey{}, queueTimeoutKey{}} {
+	for _, key := range []any{replicasKey{}, queueTimeoutKey{}, restartWindowKey{}} {
 		if _, set := cfg.Setting(key); set && !slices.Contains(allowed, key) {
 			return fmt.Errorf("redislock: %s does not take %s", ctor, settingNames[key])
 		}
@@ -115,4 +115,4 @@ func only(cfg dlock.Config, ctor string, allowed ...any) error {
 	return nil
 }
 
-var settingNames = map[any]string{replicasKey{}: "WithReplicas", queueTimeoutKey{}: "WithQueueTimeout"}
+var settingNames = map[any]string{replicasKey{}: "WithReplicas", queueTimeoutKey{}: "WithQueueTimeout", restartWindowKey{}: "WithRestartWindow"}

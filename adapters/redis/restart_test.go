@@ -3,13 +3,18 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dlockhq/dlock"
 	redislock "github.com/dlockhq/dlock/adapters/redis"
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/schedlock"
 )
 
 // A server that restarts empty (no persistence), or from a snapshot taken
@@ -133,4 +138,133 @@ func restartHoldsGrantsBack(t *testing.T, snapshot bool) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+}
+
+// After a restart, a name nobody holds is refused with ErrHeldBack, which
+// says the server restarted and when it grants again, never that an
+// owner holds it; Lock waits for it, and one whose ctx ends first says
+// the same. WithRestartWindow bounds the wait for a long TTL.
+func TestRestartHeldBackIsSaid(t *testing.T) {
+	server := testenv.RedisServers(t, 1)[0]
+	const window = 2 * time.Second
+	c := client(t, server.Addr)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	long := newLocker(t, c, dlock.WithTTL(time.Hour), redislock.WithRestartWindow(window))
+	plain := newLocker(t, c, dlock.WithTTL(window), dlock.WithMeterProvider(mp))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	server.Restart(t)
+	restarted := time.Now()
+	_, err := plain.TryLock(ctx, dlocktest.Name(t)+"/never-held")
+	if !errors.Is(err, dlock.ErrHeldBack) || !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of a free name after a restart: %v, want ErrHeldBack and ErrNotAcquired", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "held by") || !strings.Contains(msg, "restarted") || !strings.Contains(msg, "grants the name again in") {
+		t.Fatalf("TryLock after a restart says %q: want the restart and when grants resume, not a holder", msg)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if !hasOutcome(rm, "held_back") {
+		t.Errorf("no dlock.lock.acquisitions with dlock.outcome held_back after a held-back TryLock")
+	}
+	jobs, err := schedlock.New(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = jobs.Run(ctx, dlocktest.Name(t)+"/job", func(context.Context, uint64) error { return nil }, time.Minute, 0)
+	if !errors.Is(err, schedlock.ErrSkipped) || !errors.Is(err, dlock.ErrHeldBack) || strings.Contains(err.Error(), "another node") {
+		t.Fatalf("a job after the restart: %v, want skipped for the hold-back, not for another node", err)
+	}
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	if _, err := plain.Lock(short, dlocktest.Name(t)+"/short"); !errors.Is(err, dlock.ErrHeldBack) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock whose ctx ends during the hold-back: %v, want ErrHeldBack and the deadline", err)
+	}
+	// A 1 h TTL waits for the window, not an hour.
+	lease, err := long.Lock(ctx, dlocktest.Name(t)+"/long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	if waited := time.Since(restarted); waited > window+2*time.Second {
+		t.Fatalf("a 1h-TTL Lock with WithRestartWindow(%v) waited %v after the restart", window, waited)
+	}
+}
+
+// A server that fsyncs every write (appendonly yes, appendfsync always)
+// restarts with every lock it granted: it holds nothing back, and a
+// holder's lock is still there.
+func TestRestartOfADurableServerHoldsNothingBack(t *testing.T) {
+	server := testenv.RedisServerWith(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := client(t, server.Addr)
+	const ttl = 20 * time.Second
+	holder, other := newLocker(t, c, dlock.WithTTL(ttl)), newLocker(t, c, dlock.WithTTL(ttl))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	lease, err := holder.Lock(ctx, name) // a fresh server holds back nothing either
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	server.Restart(t)
+	if _, err := other.TryLock(ctx, name); !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrHeldBack) {
+		t.Fatalf("TryLock of a held name after the restart: %v, want held by its owner", err)
+	}
+	fresh, err := other.TryLock(ctx, name+"/fresh")
+	if err != nil {
+		t.Fatalf("TryLock of a free name right after a durable server's restart: %v", err)
+	}
+	fresh.Unlock(ctx)
+	if err := lease.Refresh(ctx); err != nil {
+		t.Fatalf("the holder's lease after the restart: %v", err)
+	}
+}
+
+// WithRestartWindow is checked before any I/O.
+func TestRestartWindowBadInput(t *testing.T) {
+	c := client(t, testenv.RedisAddr(t))
+	if _, err := redislock.New(c, redislock.WithRestartWindow(time.Millisecond)); err == nil || !strings.Contains(err.Error(), "WithRestartWindow") {
+		t.Fatalf("New with a 1ms window: %v", err)
+	}
+	if _, err := redislock.NewFair(c, redislock.WithRestartWindow(time.Second)); err == nil || !strings.Contains(err.Error(), "WithRestartWindow") {
+		t.Fatalf("NewFair with a window: %v, want refused", err)
+	}
+}
+
+// Redlock: when restarted servers hold back so many grants that no
+// quorum can form, TryLock says ErrHeldBack, not a holder.
+func TestRedlockRestartHeldBackIsSaid(t *testing.T) {
+	servers := testenv.RedisServers(t, 3)
+	r := redlockOver(t, servers, dlock.WithTTL(5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	servers[0].Restart(t)
+	servers[1].Restart(t)
+	_, err := r.TryLock(ctx, dlocktest.Name(t))
+	if !errors.Is(err, dlock.ErrHeldBack) || strings.Contains(err.Error(), "held by") {
+		t.Fatalf("Redlock TryLock with 2 of 3 servers restarted: %v, want ErrHeldBack", err)
+	}
+}
+
+// hasOutcome reports whether rm counts an acquisition of outcome.
+func hasOutcome(rm metricdata.ResourceMetrics, outcome string) bool {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			d, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != "dlock.lock.acquisitions" || !ok {
+				continue
+			}
+			for _, p := range d.DataPoints {
+				if v, ok := p.Attributes.Value("dlock.outcome"); ok && v.AsString() == outcome && p.Value > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

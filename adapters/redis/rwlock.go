@@ -11,7 +11,6 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/driver"
-	"github.com/dlockhq/dlock/internal/timeunit"
 )
 
 // ReadWrite is a read-write lock: any number of readers, or one writer.
@@ -88,13 +87,13 @@ func (b *rwBackend) Acquire(ctx context.Context, r driver.Request) (driver.Grant
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if len(res) != 2 {
+	if !isReply(res) {
 		return driver.Grant{}, fmt.Errorf("redislock: rwlock script returned %v", res)
 	}
 	if res[0] == 1 {
 		return driver.Grant{Acquired: true, Token: uint64(res[1]), Handle: hold}, nil
 	}
-	return driver.Grant{RetryAfter: timeunit.Of(max(res[1], 1), time.Millisecond)}, nil
+	return notGranted(res, 1), nil
 }
 
 func (b *rwBackend) Refresh(ctx context.Context, h driver.Hold) error {

@@ -115,7 +115,7 @@ func (s *Semaphore) try(ctx context.Context, n int, id string) (token uint64, wa
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(res) != 2 {
+	if !isReply(res) {
 		return 0, 0, fmt.Errorf("redislock: semaphore script returned %v", res)
 	}
 	if res[0] == 1 {
@@ -131,7 +131,7 @@ func (s *Semaphore) Available(ctx context.Context) (free, inUse int, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(res) != 2 {
+	if !isReply(res) {
 		return 0, 0, fmt.Errorf("redislock: semaphore script returned %v", res)
 	}
 	return int(res[0]), int(res[1]), nil

@@ -102,9 +102,9 @@ func startGroup(argv, env []string, stdout, stderr io.Writer) (*group, error) {
 	// Wait from returning, and finish from stopping it.
 	cmd.WaitDelay = 100 * time.Millisecond
 	err = cmd.Start()
-	r.Close()
+	_ = r.Close() // the supervisor's end, open in it alone now
 	if err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, err
 	}
 	g := &group{cmd: cmd, life: w, exited: make(chan error, 1)}
@@ -194,7 +194,7 @@ func (g *group) alive() bool {
 
 // close lets the supervisor's pipe go: a supervisor still running (it
 // cannot be, past finish) would kill its group.
-func (g *group) close() { g.life.Close() }
+func (g *group) close() { _ = g.life.Close() }
 
 // supervisorEnv marks a process that dlock run started as its command's
 // supervisor.
@@ -217,7 +217,7 @@ func superviseIfAsked() {
 // SIGINT that dlock run sends the group is the command's to act on: this
 // process waits for the command's status.
 func supervise(argv []string) int {
-	os.Unsetenv(supervisorEnv)
+	_ = os.Unsetenv(supervisorEnv) // not the command's
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT)
 	syscall.CloseOnExec(3)
 	life := os.NewFile(3, "dlock run")

@@ -59,7 +59,7 @@ func CheckPooledStatements(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // back to the pool
 	named := false
 	if err := conn.Raw(func(dc any) error {
 		if c, ok := dc.(*stdlib.Conn); ok {

@@ -123,6 +123,13 @@ func RedisServers(t testing.TB, n int) []*RedisServer {
 	return redisServers(t, n, func(int) []string { return nil })
 }
 
+// RedisServerWith starts a throwaway redis-server with args after the
+// defaults (no persistence), which they may override: "--appendonly",
+// "yes", "--appendfsync", "always" for a server that keeps every write.
+func RedisServerWith(t testing.TB, args ...string) *RedisServer {
+	return redisServers(t, 1, func(int) []string { return args })[0]
+}
+
 // redisServers starts n redis-servers, server i with the arguments
 // extra(port) appended, and waits until they answer.
 func redisServers(t testing.TB, n int, extra func(port int) []string) []*RedisServer {

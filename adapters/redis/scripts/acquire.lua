@@ -12,11 +12,17 @@
 -- ARGV[7] how long its entry among the waiters lasts unrefreshed (ms),
 -- ARGV[8] '1' when the waiter may have an entry from an earlier attempt
 -- ARGV[9] the hold's payload ('' for none), kept in field '\0p'
+-- ARGV[10] the restart hold-back window in ms ('' for the TTL; see
+--          hold_back_window)
 -- A grant keeps the server's time of it (ms) in field '\0a', for Inspect.
 -- Returns {1, token} when held by owner, {0, pttl} when held by another
 -- (or kept for the waiter a release woke),
--- {0, ms} when a restarted server holds grants back (restart_wait).
+-- held_back_reply's when a restarted server holds grants back
+-- (restart_wait).
 local lock, owner, ttl, hold = KEYS[1], ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
+if ARGV[10] and ARGV[10] ~= '' then
+  hold_back_window = tonumber(ARGV[10])
+end
 
 -- take grants the free lock to owner.
 local function take()
@@ -28,7 +34,7 @@ local function take()
   end
   local wait = hold_back(KEYS[2], had, ttl)
   if wait > 0 then
-    return {0, wait}
+    return held_back_reply(wait, wait)
   end
   if ARGV[8] == '1' then
     -- A waiter that takes the lock leaves the waiters.

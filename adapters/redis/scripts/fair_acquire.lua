@@ -6,8 +6,8 @@
 -- ARGV[8] the waiter's channel id (16 characters), ARGV[9] the number of
 -- this attempt among the waiter's (see hand_on).
 -- Returns {1, token} when held (also when a release granted it to the
--- caller already), {0, ms to wait at most} (also while a restarted
--- server holds grants back: restart_wait).
+-- caller already), {0, ms to wait at most}, or held_back_reply's while
+-- a restarted server holds grants back (restart_wait).
 local owner, ttl, hold = ARGV[1], tonumber(ARGV[2]), '\0h' .. ARGV[3]
 local queue_timeout = tonumber(ARGV[5])
 local me = ARGV[8] .. owner
@@ -56,4 +56,7 @@ if free and held_back == 0 then
 end
 if held_back > 0 then pttl = held_back end
 if pttl < 0 or pttl > queue_timeout / 2 then pttl = math.floor(queue_timeout / 2) end
+if held_back > 0 then
+  return held_back_reply(pttl, held_back)
+end
 return {0, pttl}

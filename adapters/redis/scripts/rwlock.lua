@@ -9,7 +9,8 @@
 -- ARGV[6] publish command, ARGV[7] '1' when a read or write attempt will
 -- wait if not granted: then it marks the lock ('\0w'), and only a
 -- marked lock's release publishes
--- read/write return {1, token} or {0, ms to wait}; refresh returns
+-- read/write return {1, token} or {0, ms to wait}, or held_back_reply's
+-- (restart_wait); refresh returns
 -- {1} or {0}; release returns {0} or {-1} when not held.
 local key, holds = KEYS[1], KEYS[3]
 local op, owner, hold, ttl = ARGV[1], ARGV[2], '\0h' .. ARGV[3], tonumber(ARGV[4])
@@ -82,7 +83,7 @@ end
 if not mode and (op == 'write' or op == 'read') then
   local held_back = restart_wait(KEYS[2], ttl)
   if held_back > 0 then
-    return {0, held_back}
+    return held_back_reply(held_back, held_back)
   end
 end
 

@@ -4,8 +4,8 @@
 -- KEYS[3] fencing counter
 -- ARGV[1] capacity, ARGV[2] permits wanted, ARGV[3] permit id, ARGV[4] lease ms
 -- Returns {1, token} when granted, {0, ms until the earliest permit
--- expires} when not enough permits are free, {0, ms} when a restarted
--- server holds grants back (restart_wait).
+-- expires} when not enough permits are free, held_back_reply's when a
+-- restarted server holds grants back (restart_wait).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Permits whose holder stopped renewing come back.
@@ -23,7 +23,7 @@ end
 local lease = tonumber(ARGV[4])
 local held_back = restart_wait(KEYS[3], lease)
 if held_back > 0 then
-  return {0, held_back}
+  return held_back_reply(held_back, held_back)
 end
 redis.call('zadd', KEYS[1], now + lease, ARGV[3])
 redis.call('hset', KEYS[2], ARGV[3], want)

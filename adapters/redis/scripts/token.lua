@@ -85,11 +85,33 @@ end
 -- been up for ttl (Redlock's "delayed restart", kept by the server
 -- itself; its uptime is in whole seconds, so up to a second more). A
 -- server that does not report its uptime gets no wait.
+--
+-- hold_back_window, when a script sets it from its caller's argument,
+-- stands for ttl: the longest lease the caller says any holder of the
+-- server uses (redislock.WithRestartWindow), or 0 where the server
+-- cannot lose an acknowledged hold (AOF with appendfsync always).
+local hold_back_window = nil
+-- up_ms is the server's uptime in ms as restart_wait last read it.
+local up_ms = 0
+
+-- held_back_reply is the reply of an attempt held back: {0, ms to retry
+-- in, the server's uptime (ms), ms until grants resume}.
+local function held_back_reply(retry, wait)
+  return {0, retry, up_ms, wait}
+end
+
 local function restart_wait(key, ttl)
+  if hold_back_window then
+    ttl = hold_back_window
+  end
+  if ttl <= 0 then
+    return 0
+  end
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
   if not up then
     return 0
   end
+  up_ms = tonumber(up) * 1000
   -- uptime_in_seconds is the difference of two clocks in whole seconds
   -- (now's and the start's, each rounded down): the process has been up
   -- for more than up - 1 seconds, and may have been for little more. So
