@@ -24,9 +24,13 @@ faults: services
 	DLOCK_REQUIRE_SERVICES=1 DLOCK_FAULT_ROUNDS=$(FAULT_ROUNDS) $(GO) test -race -count=1 -timeout 60m -v ./faults
 	for f in $(FUZZERS); do $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZ_TIME) "$${f%%:*}" || exit 1; done
 
-# Start (and install where missing) the servers tests and the demo use.
+# Start (and install where missing) the servers tests and the demo use,
+# and the deployments the tests reach them through: PgBouncer, and a
+# MariaDB Galera cluster (whose nodes run as user mysql: as root).
 services:
 	scripts/services.sh up
+	scripts/services.sh pgbouncer
+	scripts/services.sh galera
 
 # The whole suite against real servers, race detector on; a missing server
 # fails instead of skipping.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,13 @@ var ErrPoolExhausted = errors.New("advisory: connection pool exhausted")
 // pool_mode = session, which keeps each client's server session, say so
 // with WithSessionPooling.
 var ErrPooler = errors.New("advisory: session locks need a server session of their own")
+
+// ErrNodeLocal is returned by Lock and TryLock on a node of a MariaDB
+// or MySQL multi-primary cluster (Galera: wsrep_on): GET_LOCK is held by
+// the node the session is on, and clients of another node take the same
+// lock at once. Package tablelock's rows are replicated and certified
+// across the cluster; use it there.
+var ErrNodeLocal = errors.New("advisory: GET_LOCK is local to one node of the cluster")
 
 // sessionPoolingKey is WithSessionPooling's setting.
 type sessionPoolingKey struct{}
@@ -212,8 +220,9 @@ type backend struct {
 	mu     sync.Mutex
 	d      dialect    // nil until known
 	spares []*session // released sessions still set up for a hold
-	// pooled is why session locks are refused (ErrPooler), and named why
-	// every lock is (sqldialect.CheckPooledStatements); set with d.
+	// pooled is why session locks are refused (ErrPooler, ErrNodeLocal),
+	// and named why every lock is (sqldialect.CheckPooledStatements); set
+	// with d.
 	pooled, named error
 }
 
@@ -267,6 +276,9 @@ func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err 
 		}
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
+		if err := b.galera(ctx); err != nil {
+			return nil, false, fmt.Errorf("advisory: %w", err)
+		}
 		b.d = &mysql{log: b.log}
 	}
 	return b.d, true, nil
@@ -289,6 +301,23 @@ func (b *backend) pooler(ctx context.Context) (bool, error) {
 		b.pooled = fmt.Errorf("%w, and a pooler stands between this Locker and PostgreSQL (%s), which under transaction or statement pooling lets other clients use the session that holds a lock: use LockTx or package tablelock, or, with PgBouncer's pool_mode = session, advisory.WithSessionPooling()", ErrPooler, detail)
 	}
 	return true, nil
+}
+
+// galera sets b.pooled when b.db's server is a Galera node (wsrep_on):
+// session locks there are refused (ErrNodeLocal). b.mu is held.
+func (b *backend) galera(ctx context.Context) error {
+	var name, value string
+	err := b.db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+	if errors.Is(err, sql.ErrNoRows) { // MySQL without Galera has no such variable
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if strings.EqualFold(value, "ON") {
+		b.pooled = fmt.Errorf("%w: this server is a node of a Galera cluster (wsrep_on), and clients of the other nodes would take the same lock at once: use package tablelock, whose rows the cluster replicates", ErrNodeLocal)
+	}
+	return nil
 }
 
 // sessions returns the dialect for a session lock, or why session locks

@@ -5,6 +5,7 @@
 #   scripts/services.sh zk-ensemble  a 3-node ZooKeeper ensemble (2191-2193)
 #   scripts/services.sh etcd-cluster a 3-member etcd cluster (clients 2391-2393)
 #   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
+#   scripts/services.sh galera      a 3-node MariaDB Galera cluster (3311-3313)
 #   scripts/services.sh pgbouncer   PgBouncer before PostgreSQL: session
 #                                   pooling on 6432, transaction on 6433,
 #                                   statement on 6434
@@ -264,11 +265,93 @@ EOF
 }
 
 pgbouncer_up() {
+	exec 9>"$DIR/pgbouncer.lock" # test packages may start them at once
+	flock 9
 	pgbouncer_install
 	pgbouncer_start session 6432
 	pgbouncer_start transaction 6433
 	pgbouncer_start statement 6434
 	wait_port 6432 PgBouncer 30 && wait_port 6433 PgBouncer 30 && wait_port 6434 PgBouncer 30
+}
+
+# galera_start N [--wsrep-new-cluster]: node N of a 3-node MariaDB Galera
+# cluster: SQL on 331N, group communication on 457N, IST on 458N, rsync
+# state transfer on 459N. The nodes run as user mysql, so the rsync state
+# transfer can write their data directories.
+galera_start() {
+	local n=$1 port=331$1 d="$DIR/galera-$1"
+	shift
+	port_open "$port" && return 0
+	mkdir -p "$d"
+	cat >"$d/my.cnf" <<EOF
+[mysqld]
+user = mysql
+datadir = $d/data
+socket = $d/mysqld.sock
+pid-file = $d/pid
+log-error = $d/error.log
+port = $port
+bind-address = 127.0.0.1
+skip-name-resolve
+binlog_format = ROW
+default_storage_engine = InnoDB
+innodb_autoinc_lock_mode = 2
+innodb_buffer_pool_size = 64M
+innodb_log_file_size = 32M
+wsrep_on = ON
+wsrep_provider = /usr/lib/galera/libgalera_smm.so
+wsrep_cluster_name = dlock_galera
+wsrep_cluster_address = gcomm://127.0.0.1:4571,127.0.0.1:4572,127.0.0.1:4573
+wsrep_node_name = galera-$n
+wsrep_node_address = 127.0.0.1:457$n
+wsrep_provider_options = "gmcast.listen_addr=tcp://127.0.0.1:457$n;ist.recv_addr=127.0.0.1:458$n;evs.suspect_timeout=PT5S;evs.inactive_timeout=PT10S"
+wsrep_sst_method = rsync
+wsrep_sst_receive_address = 127.0.0.1:459$n
+EOF
+	if [ ! -d "$d/data/mysql" ]; then
+		mkdir -p "$d/data"
+		chown -R mysql:mysql "$d"
+		mariadb-install-db --defaults-file="$d/my.cnf" --user=mysql --auth-root-authentication-method=normal >"$d/install.log" 2>&1 ||
+			{ log "mariadb-install-db failed, see $d/install.log"; return 1; }
+	fi
+	chown -R mysql:mysql "$d"
+	log "starting MariaDB Galera node $n on $port"
+	nohup mariadbd --defaults-file="$d/my.cnf" "$@" >"$d/mariadbd.out" 2>&1 </dev/null &
+}
+
+galera_install() {
+	[ -f /usr/lib/galera/libgalera_smm.so ] && command -v mariadbd >/dev/null && command -v rsync >/dev/null && return 0
+	if [ "$(id -u)" != 0 ]; then
+		log "Galera is not installed and this is not root: apt-get install galera-4 mariadb-server rsync"
+		return 1
+	fi
+	log "installing Debian's galera-4, mariadb-server and rsync packages"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q galera-4 mariadb-server rsync >"$DIR/apt-galera.log" 2>&1 ||
+		{ as_root apt-get update -q >>"$DIR/apt-galera.log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q galera-4 mariadb-server rsync >>"$DIR/apt-galera.log" 2>&1; } ||
+		{ log "apt-get install galera-4 failed, see $DIR/apt-galera.log"; return 1; }
+}
+
+# galera_up: the cluster's first node bootstraps it (unless a node
+# answers already), gets a root user for 127.0.0.1 and database test, and
+# the other two join it by state transfer.
+galera_up() {
+	if [ "$(id -u)" != 0 ]; then
+		log "the Galera nodes run as user mysql: run this as root"
+		return 1
+	fi
+	exec 9>"$DIR/galera.lock" # test packages may start it at once
+	flock 9
+	galera_install
+	if ! port_open 3311 && ! port_open 3312 && ! port_open 3313; then
+		galera_start 1 --wsrep-new-cluster
+		wait_port 3311 "Galera node 1" 60
+		mariadb -S "$DIR/galera-1/mysqld.sock" -uroot -e "CREATE USER IF NOT EXISTS root@'127.0.0.1'; GRANT ALL ON *.* TO root@'127.0.0.1' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test" ||
+			{ log "setting up Galera node 1 failed"; return 1; }
+	fi
+	local i
+	for i in 1 2 3; do galera_start "$i"; done
+	for i in 1 2 3; do wait_port "331$i" "Galera node $i" 120; done
 }
 
 redis_extra() {
@@ -278,7 +361,7 @@ redis_extra() {
 
 status() {
 	local p
-	for p in 5432 3306 6379 2181 2191 2192 2193 2379 2391 2392 2393 6432 6433 6434 6380 6381 6382 6383 6384; do
+	for p in 5432 3306 6379 2181 2191 2192 2193 2379 2391 2392 2393 6432 6433 6434 3311 3312 3313 6380 6381 6382 6383 6384; do
 		if port_open "$p"; then echo "127.0.0.1:$p up"; else echo "127.0.0.1:$p down"; fi
 	done
 }
@@ -304,10 +387,11 @@ zk-ensemble) zk_ensemble ;;
 etcd-cluster) etcd_cluster ;;
 redis-extra) redis_extra ;;
 pgbouncer) pgbouncer_up ;;
+galera) galera_up ;;
 status) status ;;
 down) down ;;
 *)
-	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|status|down" >&2
+	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|galera|status|down" >&2
 	exit 2
 	;;
 esac

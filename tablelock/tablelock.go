@@ -194,24 +194,39 @@ func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, 
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	for retry := 0; ; retry++ {
-		g, err := d.Acquire(ctx, r)
-		if !sqldialect.Deadlock(err) || retry == deadlockRetries || ctx.Err() != nil {
-			return g, schemaHint(err)
-		}
-	}
+	g, err := retried(ctx, func() (driver.Grant, error) { return d.Acquire(ctx, r) })
+	return g, schemaHint(err)
 }
 
 // deadlockRetries is how many times a statement the server rolled back to
 // break a deadlock runs again.
 const deadlockRetries = 3
 
+// retried runs one statement, and again, up to deadlockRetries times,
+// while the server rolls it back to break a deadlock or, on a Galera
+// cluster, for a certification conflict with a write on another node
+// (both error 1213): nothing of it held.
+func retried[T any](ctx context.Context, statement func() (T, error)) (T, error) {
+	for retry := 0; ; retry++ {
+		v, err := statement()
+		if !sqldialect.Deadlock(err) || retry == deadlockRetries || ctx.Err() != nil {
+			return v, err
+		}
+	}
+}
+
+// retriedErr is retried for a statement that returns only an error.
+func retriedErr(ctx context.Context, statement func() error) error {
+	_, err := retried(ctx, func() (struct{}, error) { return struct{}{}, statement() })
+	return err
+}
+
 func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
 	d, err := b.get(ctx)
 	if err != nil {
 		return err
 	}
-	return d.Refresh(ctx, h)
+	return retriedErr(ctx, func() error { return d.Refresh(ctx, h) })
 }
 
 // Release releases h, and starts a background prune when one is due
@@ -221,7 +236,7 @@ func (b *backend) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	err = d.Release(ctx, h)
+	err = retriedErr(ctx, func() error { return d.Release(ctx, h) })
 	b.pruner.poke()
 	return err
 }
@@ -233,7 +248,7 @@ func (b *backend) Transfer(ctx context.Context, h driver.Hold, r driver.Request)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	return d.Transfer(ctx, h, r)
+	return retried(ctx, func() (driver.Grant, error) { return d.Transfer(ctx, h, r) })
 }
 
 // Leave takes a waiter that gave up out of PostgreSQL's queue and gives
@@ -343,7 +358,7 @@ func (b *backend) ForceRelease(ctx context.Context, name string) (dlock.Holder, 
 	if _, ok := d.(*mysql); !ok {
 		err = b.db.QueryRowContext(ctx, pgForceRelease, name).Scan(&h.Owner, &h.Token, &h.Payload)
 	} else {
-		err = myForceRelease(ctx, b.db, name, &h)
+		err = retriedErr(ctx, func() error { return myForceRelease(ctx, b.db, name, &h) })
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return dlock.Holder{}, false, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -322,4 +323,82 @@ func (s *SQLServer) Query(query string, args ...any) (map[string]string, error) 
 		row[c] = vals[i].String
 	}
 	return row, nil
+}
+
+// GaleraDSNs returns the DSNs of the three nodes of scripts/services.sh
+// galera's MariaDB Galera cluster, database test, once every node is
+// Synced; it starts the cluster (as root: the nodes run as user mysql)
+// unless a node answers.
+func GaleraDSNs(t testing.TB) []string {
+	t.Helper()
+	var dsns []string
+	for i := 1; i <= 3; i++ {
+		dsns = append(dsns, "root@tcp(127.0.0.1:331"+strconv.Itoa(i)+")/test?parseTime=true")
+	}
+	if !galeraSynced(dsns) {
+		// The script starts what is not running (a node killed by
+		// KillGaleraNode rejoins), and leaves the rest alone.
+		root, err := ModuleRoot()
+		if err == nil {
+			var out []byte
+			if out, err = exec.Command("bash", filepath.Join(root, "scripts", "services.sh"), "galera").CombinedOutput(); err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+		}
+		if err != nil {
+			Unavailable(t, "MariaDB Galera cluster", "127.0.0.1:3311-3313", "scripts/services.sh galera", err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for !galeraSynced(dsns) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the Galera cluster's nodes are not all Synced within 2 minutes (logs in %s/galera-*)", ServicesDir())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return dsns
+}
+
+// galeraSynced reports whether every node answers, Synced, in a cluster
+// of all of them.
+func galeraSynced(dsns []string) bool {
+	for _, dsn := range dsns {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var name, state, size string
+		err = db.QueryRowContext(ctx, "SHOW STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state)
+		if err == nil {
+			err = db.QueryRowContext(ctx, "SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
+		}
+		cancel()
+		db.Close()
+		if err != nil || state != "Synced" || size != strconv.Itoa(len(dsns)) {
+			return false
+		}
+	}
+	return true
+}
+
+// KillGaleraNode kills node n (1–3) of the Galera cluster GaleraDSNs
+// starts (SIGKILL: the node's clients see their connections hang or
+// fail, the other two go on as the cluster). GaleraDSNs starts it again.
+func KillGaleraNode(t testing.TB, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ServicesDir(), "galera-"+strconv.Itoa(n), "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; syscall.Kill(pid, 0) == nil && i < 1000; i++ { // a zombie nobody reaps ends the wait
+		time.Sleep(10 * time.Millisecond)
+	}
 }
