@@ -122,13 +122,20 @@ func (t *Table) selectRow(ctx context.Context, cols []string, dest []any) (strin
 
 // Update sets the columns in set on the row with the given id, if its
 // version is still version, and returns the new version (version+1). It
-// returns ErrConflict when the version moved on or the row is gone.
+// returns ErrConflict when the version moved on or the row is gone, and
+// when the server rolled the update back for a concurrent write to the
+// row (a deadlock, or on a Galera cluster a write on another node that
+// certified first: error 1213), beside the server's error; in a
+// caller's transaction that rollback ended the transaction.
 func (t *Table) Update(ctx context.Context, e Execer, id any, version int64, set map[string]any) (int64, error) {
 	query, args, err := t.updateRow(ctx, id, version, set)
 	if err != nil {
 		return 0, err
 	}
 	res, err := e.ExecContext(ctx, query, args...)
+	if sqldialect.Deadlock(err) {
+		return 0, fmt.Errorf("%w: %s %v was written concurrently: %w", ErrConflict, t.rawName, id, err)
+	}
 	if err != nil {
 		return 0, err
 	}
