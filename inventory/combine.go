@@ -331,6 +331,22 @@ func (g *grant) lockUsers(ctx context.Context, tx *sql.Tx, q *queries, sku strin
 	for _, u := range g.users {
 		args = append(args, u)
 	}
+	if !g.whole {
+		// A user who holds nothing of the item yet has no row to lock,
+		// and batches on different rows of its stock (buckets) share no
+		// other lock: both would see 0 and grant the user's first
+		// reservations past the limit. Insert the missing rows first, in
+		// user order: a second insert of a row waits for the first's
+		// transaction, and the SELECT … FOR UPDATE then reads what it
+		// committed.
+		pairs := make([]any, 0, 2*len(g.users))
+		for _, u := range g.users {
+			pairs = append(pairs, u, sku)
+		}
+		if _, err := tx.ExecContext(ctx, q.ensureUsers(len(g.users)), pairs...); err != nil {
+			return err
+		}
+	}
 	rows, err := tx.QueryContext(ctx, q.usersForUpdate(len(g.users)), args...)
 	if err != nil {
 		return err

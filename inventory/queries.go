@@ -186,6 +186,23 @@ func (q *queries) usersForUpdate(n int) string {
 		" AND user_id IN (" + q.list(2, n) + ") FOR UPDATE"
 }
 
+// ensureUsers inserts n users' rows of an item, holding nothing, where
+// they are missing, and locks them: rows of (user_id, sku).
+func (q *queries) ensureUsers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + q.list(2*i+1, 2) + ", 0)")
+	}
+	conflict := " ON DUPLICATE KEY UPDATE qty = qty"
+	if q.d == sqldialect.Postgres {
+		conflict = " ON CONFLICT (user_id, sku) DO NOTHING"
+	}
+	return "INSERT INTO inventory_user_items (user_id, sku, qty) VALUES " + b.String() + conflict
+}
+
 // addToUsers adds to n users' units of an item: rows of (user_id, sku, qty).
 func (q *queries) addToUsers(n int) string {
 	upsert := " ON DUPLICATE KEY UPDATE qty = qty + VALUES(qty)"
