@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockhq/dlock"
+	"github.com/dlockhq/dlock/dlocktest"
 )
 
 // -h, --help and help [SUB] print the usage on stdout and exit 0, before
@@ -97,5 +100,51 @@ func TestBoundedOnUnreachableServer(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "did not answer within 1s") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("dlock %q: %d %q, want a failure saying the server did not answer within 1s, in one line", args, code, errOut)
 		}
+	}
+}
+
+// Flags may follow the arguments; after "--", everything is run's
+// command, flags included.
+func TestFlagsAfterArguments(t *testing.T) {
+	u := urls(t)["postgres"]
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	name := dlocktest.Name(t)
+	code, out, errOut := dlockCmd(ctx, "run", name, "--url", u, "--ttl", "5s", "--", "echo", "--ttl", "x")
+	if code != 0 || strings.TrimSpace(out) != "--ttl x" {
+		t.Fatalf("run NAME --url U --ttl 5s -- echo --ttl x: %d %q %q, want the command's own --ttl", code, out, errOut)
+	}
+	code, out, errOut = dlockCmd(ctx, "ls", name, "--json", "--url", u)
+	if code != 0 || strings.Contains(errOut, "usage") || out != "" {
+		t.Fatalf("ls PREFIX --json --url U: %d %q %q, want nothing held, as JSON lines", code, out, errOut)
+	}
+	code, out, _ = dlockCmd(ctx, "ls", name, "--url", u)
+	if code != 0 || !strings.Contains(out, "no lock is held under") {
+		t.Fatalf("ls PREFIX --url U: %d %q", code, out)
+	}
+}
+
+// ls prints an aligned table with a header, one row per hold.
+func TestListTable(t *testing.T) {
+	var b strings.Builder
+	held := []dlock.Held{
+		{Name: "a", Holder: dlock.Holder{Owner: "o1", Token: 7, TTL: 2 * time.Second, Age: time.Second, Payload: "nightly"}, Waiters: 3},
+		{Name: "longer/name", Holder: dlock.Holder{Owner: "o2", Token: 12345, TTL: time.Second}, Waiters: dlock.UnknownWaiters},
+	}
+	if err := table(&b, "", held); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME ") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	col := strings.Index(lines[0], "OWNER")
+	for _, l := range lines[1:] {
+		if len(l) <= col || l[col-1] != ' ' || l[col] == ' ' {
+			t.Fatalf("OWNER column not aligned at %d:\n%s", col, b.String())
+		}
+	}
+	if !strings.Contains(lines[1], `"nightly"`) || !strings.Contains(lines[1], " 3 ") || !strings.Contains(lines[2], " - ") || !strings.Contains(lines[2], " ? ") {
+		t.Fatalf("table rows:\n%s", b.String())
 	}
 }

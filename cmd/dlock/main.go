@@ -48,7 +48,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"syscall"
 	"time"
 
@@ -199,10 +201,11 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 		return inv, fmt.Errorf("unknown subcommand %q\n%s", inv.sub, usage)
 	}
 	fs := flagSet(&inv, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	rest, err := interleaved(fs, args[1:])
+	if err != nil {
 		return inv, errors.New("") // the flag package said why
 	}
-	inv.rest = fs.Args()
+	inv.rest = rest
 	if inv.sub == "run" && len(inv.rest) > 1 && inv.rest[1] == "--" {
 		inv.rest = append(inv.rest[:1], inv.rest[2:]...)
 		if len(inv.rest) < 2 {
@@ -221,6 +224,30 @@ func parse(args []string, stderr io.Writer) (invocation, error) {
 		return inv, err
 	}
 	return inv, nil
+}
+
+// interleaved parses args with fs, flags before or after the arguments,
+// and returns the arguments in order. Everything after "--" is an
+// argument (run's command, flags included), and comes after a "--" kept
+// in what interleaved returns.
+func interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if consumed := len(args) - len(left); consumed > 0 && args[consumed-1] == "--" {
+			return append(append(rest, "--"), left...), nil // Parse ate the "--"
+		}
+		switch {
+		case len(left) == 0:
+			return rest, nil
+		case left[0] == "--":
+			return append(rest, left...), nil
+		}
+		rest, args = append(rest, left[0]), left[1:]
+	}
 }
 
 // errUsage marks an error in what the user asked for.
@@ -292,15 +319,43 @@ func list(ctx context.Context, t *target, prefix string, limit int, out printer)
 		return err
 	}
 	at := time.Now().UTC().Format(time.RFC3339Nano)
+	if !out.json {
+		return table(out.w, prefix, held)
+	}
 	for _, h := range held {
 		hd := holder{Name: h.Name, Held: true, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), AgeMS: h.Age.Milliseconds(),
 			Payload: h.Payload, At: at}
 		if h.Waiters != dlock.UnknownWaiters {
 			hd.Waiters = &h.Waiters
 		}
-		out.print(hd, hd.String())
+		out.print(hd, "")
 	}
 	return nil
+}
+
+// table prints held as ls's aligned columns, a header first; a waiting
+// count the backend does not keep is "-", an age it does not know "?".
+func table(w io.Writer, prefix string, held []dlock.Held) error {
+	if len(held) == 0 {
+		_, err := fmt.Fprintf(w, "no lock is held under %q\n", prefix)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tOWNER\tTOKEN\tLEFT\tHELD FOR\tWAITING\tPAYLOAD")
+	for _, h := range held {
+		waiting, age, payload := "-", "?", ""
+		if h.Waiters != dlock.UnknownWaiters {
+			waiting = strconv.Itoa(h.Waiters)
+		}
+		if h.Age > 0 {
+			age = h.Age.Round(time.Millisecond).String()
+		}
+		if h.Payload != "" {
+			payload = strconv.Quote(h.Payload)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s\n", h.Name, h.Owner, h.Token, h.TTL.Round(time.Millisecond), age, waiting, payload)
+	}
+	return tw.Flush()
 }
 
 // stdin is where release reads its confirmation.
