@@ -6,7 +6,9 @@
 //	dlock watch [--interval 1s] NAME   a line each time NAME's holder changes
 //	dlock release [--yes] NAME         take NAME from its holder (asks first)
 //	dlock run [--ttl 30s] [--timeout 0] [--grace 10s] [--payload TEXT] NAME -- CMD ARGS...
-//	dlock migrate up|status            the SQL backends' schema (package migrations)
+//	dlock migrate up [N]|down N|force V|version|status
+//	                                   the SQL backends' schema (package migrations),
+//	                                   as golang-migrate's CLI keeps it
 //	dlock prune [--idle 24h]           delete idle lock rows (SQL backends)
 //
 // Every subcommand takes --url (default $DLOCK_URL): postgres://…,
@@ -66,7 +68,7 @@ const usage = `usage:
   dlock watch [flags] [--interval 1s] NAME
   dlock release [flags] [--yes] NAME
   dlock run [flags] [--ttl 30s] [--timeout 0] [--grace 10s] NAME -- CMD [ARGS...]
-  dlock migrate [flags] up|status
+  dlock migrate [flags] up [N]|down N|force V|version|status
   dlock prune [flags] [--idle 24h]
   dlock help [SUBCOMMAND]            this, or a subcommand's flags (also -h, --help)
 flags: --url URL (default $DLOCK_URL) --lock tablelock|advisory --json`
@@ -138,7 +140,7 @@ func (inv invocation) do(ctx context.Context, t *target, out printer, stderr io.
 	case "watch":
 		return watch(ctx, t, inv.rest[0], inv.interval, out)
 	case "migrate":
-		return migrate(ctx, t, inv.rest[0], out)
+		return migrate(ctx, t, inv.rest, out)
 	case "prune":
 		return prune(ctx, t, inv.idle, out)
 	}
@@ -186,7 +188,7 @@ var subcommands = map[string]struct {
 	named    bool
 }{
 	"ls": {0, 1, false}, "inspect": {1, 1, true}, "watch": {1, 1, true}, "release": {1, 1, true},
-	"migrate": {1, 1, false}, "prune": {0, 0, false}, "run": {2, -1, true},
+	"migrate": {1, 2, false}, "prune": {0, 0, false}, "run": {2, -1, true},
 }
 
 // parse reads args; the error is what to print (empty: the usage was).

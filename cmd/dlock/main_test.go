@@ -309,3 +309,46 @@ func TestRelease(t *testing.T) {
 		})
 	}
 }
+
+// migrate takes what a DBA expects of golang-migrate's CLI: up N, down
+// N, version, force V; down without N is refused.
+func TestMigrateSteps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
+	defer cancel()
+	u := testenv.FreshDSN(t, "pgx")
+	step := func(want string, args ...string) {
+		t.Helper()
+		code, out, errOut := dlockCmd(ctx, append([]string{"migrate", "--url", u}, args...)...)
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Fatalf("migrate %v: %d %q %q, want %q", args, code, out, errOut, want)
+		}
+	}
+	step("0", "version")
+	code, _, errOut := dlockCmd(ctx, "migrate", "--url", u, "up", "2")
+	if code != 0 {
+		t.Fatalf("migrate up 2: %d %q", code, errOut)
+	}
+	step("2", "version")
+	code, _, errOut = dlockCmd(ctx, "migrate", "--url", u, "down", "1")
+	if code != 0 {
+		t.Fatalf("migrate down 1: %d %q", code, errOut)
+	}
+	step("1", "version")
+	for _, bad := range [][]string{{"down"}, {"down", "0"}, {"up", "x"}, {"force"}, {"sideways"}} {
+		if code, _, errOut := dlockCmd(ctx, append([]string{"migrate", "--url", u}, bad...)...); code != exitUsage || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("migrate %v: %d %q, want one line and status %d", bad, code, errOut, exitUsage)
+		}
+	}
+	step("1", "version") // nothing ran
+	code, out, errOut := dlockCmd(ctx, "migrate", "--url", u, "force", "3")
+	if code != 0 || !strings.Contains(out, "version 3 of") {
+		t.Fatalf("migrate force 3: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = dlockCmd(ctx, "migrate", "--url", u, "force", "1")
+	if code != 0 || !strings.Contains(out, "version 1 of") {
+		t.Fatalf("migrate force 1: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := dlockCmd(ctx, "migrate", "--url", u, "up"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate up after force: %d %q %q", code, out, errOut)
+	}
+}

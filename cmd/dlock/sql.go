@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlockhq/dlock/advisory"
@@ -36,25 +38,69 @@ func (s schema) String() string {
 	return fmt.Sprintf("schema version %d of %d: up to date", s.Version, s.Latest)
 }
 
-func migrate(ctx context.Context, t *target, op string, out printer) error {
+func migrate(ctx context.Context, t *target, args []string, out printer) error {
 	if t.db == nil {
 		return sqlOnly("migrate")
 	}
+	op, n, err := migration(args)
+	if err != nil {
+		return err
+	}
 	switch op {
 	case "up":
-		if err := migrations.Up(ctx, t.db); err != nil {
-			return err
+		if n == 0 {
+			err = migrations.Up(ctx, t.db)
+		} else {
+			err = sqlmigrate.Steps(ctx, t.db, migrations.FS, migrations.TableName, n)
 		}
-	case "status":
-	default:
-		return fmt.Errorf("%w: migrate up or migrate status, not %q", errUsage, op)
+	case "down":
+		err = sqlmigrate.Steps(ctx, t.db, migrations.FS, migrations.TableName, -n)
+	case "force":
+		err = sqlmigrate.Force(ctx, t.db, migrations.FS, migrations.TableName, n)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", strings.Join(args, " "), err)
 	}
 	s, err := schemaOf(ctx, t)
 	if err != nil {
 		return err
 	}
+	if op == "version" {
+		out.print(s, strconv.Itoa(s.Version))
+		return nil
+	}
 	out.print(s, s.String())
 	return nil
+}
+
+// migration reads migrate's arguments, as golang-migrate's CLI takes
+// them: up [N], down N (N is required: down drops the lock tables, and
+// every lock in them), force V, version, status.
+func migration(args []string) (op string, n int, err error) {
+	op = args[0]
+	number := func(what string, least int) (int, error) {
+		if len(args) != 2 {
+			return 0, fmt.Errorf("%w: migrate %s needs %s", errUsage, op, what)
+		}
+		v, err := strconv.Atoi(args[1])
+		if err != nil || v < least {
+			return 0, fmt.Errorf("%w: migrate %s %q: %s must be a whole number of at least %d", errUsage, op, args[1], what, least)
+		}
+		return v, nil
+	}
+	switch {
+	case op == "up" && len(args) == 1, op == "version" && len(args) == 1, op == "status" && len(args) == 1:
+		return op, 0, nil
+	case op == "up":
+		n, err = number("N, how many migrations to apply", 1)
+	case op == "down":
+		n, err = number("N, how many migrations to revert (down drops dlock's tables with the locks in them)", 1)
+	case op == "force":
+		n, err = number("V, the version to record as clean", -1)
+	default:
+		err = fmt.Errorf("%w: migrate up [N], down N, force V, version or status, not %q", errUsage, strings.Join(args, " "))
+	}
+	return op, n, err
 }
 
 // schemaOf reads the version dlock's migrations left on t's database,

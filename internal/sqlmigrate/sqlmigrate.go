@@ -39,6 +39,19 @@ func Down(ctx context.Context, db *sql.DB, fsys fs.FS, table string) error {
 	return run(ctx, db, fsys, table, func(m *migrate.Migrate, _ uint) error { return m.Down() })
 }
 
+// Steps applies the next n migrations (n > 0) or reverts the last -n
+// (n < 0), as golang-migrate's CLI's up N and down N do.
+func Steps(ctx context.Context, db *sql.DB, fsys fs.FS, table string, n int) error {
+	return run(ctx, db, fsys, table, func(m *migrate.Migrate, _ uint) error { return m.Steps(n) })
+}
+
+// Force records version v as applied and clean, running nothing: how a
+// DBA clears the dirty flag of a migration that failed halfway, after
+// fixing the schema by hand (golang-migrate's force V; -1 for none).
+func Force(ctx context.Context, db *sql.DB, fsys fs.FS, table string, v int) error {
+	return run(ctx, db, fsys, table, func(m *migrate.Migrate, _ uint) error { return m.Force(v) })
+}
+
 // lastVersion is the version of src's last migration.
 func lastVersion(src source.Driver) (uint, error) {
 	last, err := src.First()
