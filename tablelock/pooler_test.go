@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/election/electiontest"
+	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/testenv"
 )
@@ -28,6 +30,12 @@ func TestThroughPgBouncer(t *testing.T) {
 				// and a polling waiter keeps no place in the queue.
 				h.WaitersUncounted = true
 				dlocktest.Run(t, h)
+				if pooling == "transaction" && mode == "simple_protocol" { // what PgBouncer users run
+					t.Run("Election", func(t *testing.T) {
+						electiontest.Run(t, electiontest.Harness{New: h.New, Broken: h.Broken})
+					})
+					t.Run("Jobs", func(t *testing.T) { schedlocktest.Run(t, schedlocktest.Harness{New: h.New}) })
+				}
 			})
 		}
 	}
