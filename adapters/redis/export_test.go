@@ -81,3 +81,6 @@ func PassOn(ctx context.Context, c redis.UniversalClient, name, id string) error
 func KeptFor(ctx context.Context, c redis.UniversalClient, name string) string {
 	return c.HGet(ctx, keysFor(name).lock(), "\x00r").Val()
 }
+
+// LockKey is the key of name's lock.
+func LockKey(name string) string { return keysFor(name).lock() }

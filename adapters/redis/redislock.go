@@ -187,16 +187,16 @@ func acquireWith(ctx context.Context, c redis.Scripter, r driver.Request, hold s
 }
 
 func (b *backend) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	c, err := b.master(ctx, r.Name)
-	if err != nil {
-		return driver.Grant{}, err
-	}
 	e := waiterEntry{}
 	if r.Wait && b.id != "" {
 		_, had := b.waiting.Load(r.Owner)
 		e = waiterEntry{id: b.id, life: b.entryLife, had: had}
 	}
-	g, err := acquireWith(ctx, c, r, r.Owner, true, e, b.replicas, b.wait, b.restarts.arg(ctx))
+	var g driver.Grant
+	err := b.onMaster(ctx, r.Name, func(c redis.Cmdable) (err error) {
+		g, err = acquireWith(ctx, c, r, r.Owner, true, e, b.replicas, b.wait, b.restarts.arg(ctx))
+		return err
+	})
 	switch {
 	case e.id == "":
 	case g.Acquired:
@@ -261,11 +261,7 @@ func refreshWith(ctx context.Context, c redis.Scripter, h driver.Hold, replicas 
 }
 
 func (b *backend) Refresh(ctx context.Context, h driver.Hold) error {
-	c, err := b.master(ctx, h.Name)
-	if err != nil {
-		return err
-	}
-	return refreshWith(ctx, c, h, b.replicas, b.wait)
+	return b.onMaster(ctx, h.Name, func(c redis.Cmdable) error { return refreshWith(ctx, c, h, b.replicas, b.wait) })
 }
 
 // releaseOn releases h on one server; a zero h.Token matches any token.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,6 +68,54 @@ func (b *backend) master(ctx context.Context, name string) (redis.Cmdable, error
 		return c.MasterForKey(ctx, keysFor(name).lock())
 	}
 	return b.client, nil
+}
+
+// onMaster runs f on name's master (see master). On a Cluster in
+// failover-safe mode, a node that answers that it no longer serves the
+// slot (MOVED, READONLY, CLUSTERDOWN), or does not answer at all, may
+// have been failed over: the client's slot map is reloaded until it
+// names another master (for up to failoverReload), and f runs once more
+// there. f's calls are each one script that either ran or did not.
+func (b *backend) onMaster(ctx context.Context, name string, f func(c redis.Cmdable) error) error {
+	c, err := b.master(ctx, name)
+	if err != nil {
+		return err
+	}
+	err = f(c)
+	cluster, ok := b.client.(*redis.ClusterClient)
+	if !ok || b.replicas == 0 || !failedOver(err) {
+		return err
+	}
+	old, _ := c.(*redis.Client)
+	start := time.Now()
+	for ctx.Err() == nil && time.Since(start) < failoverReload {
+		cluster.ReloadState(ctx) // asynchronous: the map changes when it is done
+		time.Sleep(50 * time.Millisecond)
+		next, nerr := cluster.MasterForKey(ctx, keysFor(name).lock())
+		moved := nerr == nil && (old == nil || next.Options().Addr != old.Options().Addr)
+		if moved || nerr == nil && time.Since(start) > failoverReload/4 { // the same master after all: try it again
+			return f(next)
+		}
+	}
+	return err
+}
+
+// failoverReload bounds onMaster's wait for a Cluster's new slot map.
+const failoverReload = 2 * time.Second
+
+// failedOver reports whether err may say the node was not, or is no
+// longer, the master of the slot.
+func failedOver(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, prefix := range []string{"MOVED", "READONLY", "CLUSTERDOWN", "TRYAGAIN"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // runReplicated runs s on c and, when replicas > 0, WAITs on the same

@@ -206,6 +206,51 @@ func RedisCluster(t testing.TB, n int) []string {
 	}
 }
 
+// RedisClusterReplicated starts a Redis Cluster of 3 masters, each with
+// a replica, that fails a master over to its replica after a node timeout
+// of 2 s, and waits until it serves every slot and each replica follows
+// its master. It returns the six servers.
+func RedisClusterReplicated(t testing.TB) []*RedisServer {
+	t.Helper()
+	servers := redisServers(t, 6, func(port int) []string {
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(port) + ".conf",
+			"--cluster-node-timeout", "2000"}
+	})
+	args := []string{"--cluster", "create"}
+	for _, s := range servers {
+		args = append(args, s.Addr)
+	}
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !clusterReady(servers) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Redis Cluster with replicas did not reach cluster_state:ok with every replica linked")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return servers
+}
+
+// clusterReady reports whether every server says cluster_state:ok and
+// every replica's link to its master is up.
+func clusterReady(servers []*RedisServer) bool {
+	for _, s := range servers {
+		host, port, _ := net.SplitHostPort(s.Addr)
+		info, err := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+		if err != nil || !strings.Contains(string(info), "cluster_state:ok") {
+			return false
+		}
+		repl, err := exec.Command("redis-cli", "-h", host, "-p", port, "info", "replication").Output()
+		if err != nil || strings.Contains(string(repl), "role:slave") && !strings.Contains(string(repl), "master_link_status:up") {
+			return false
+		}
+	}
+	return true
+}
+
 // RedisSentinel is a master, a replica and a Sentinel watching them as
 // MasterName, for failover tests.
 type RedisSentinel struct {
