@@ -88,6 +88,10 @@ type Holder struct {
 	// reader's (ZooKeeper), and 0 where the backend does not know (etcd,
 	// advisory locks).
 	Age time.Duration
+	// HeldBack, when nobody holds the name, is how long a server that
+	// restarted lately still holds its grants back (ErrHeldBack); 0
+	// otherwise, and where the backend never holds grants back.
+	HeldBack time.Duration
 }
 
 // Inspector is implemented by backends that can see a lock's holder.

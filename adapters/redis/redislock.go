@@ -55,7 +55,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, failed(err, n)
 	}
-	b.restarts = newRestarts(client, window)
+	b.restarts, b.ttl = newRestarts(client, window), c.Config().TTL
 	if b.replicas, err = replicasOf(c.Config(), client); err != nil {
 		return nil, failed(err, n)
 	}
@@ -89,8 +89,10 @@ type backend struct {
 	// renewal (WithReplicas), within wait; 0: none.
 	replicas int
 	wait     time.Duration
-	// restarts is how long a restarted server holds grants back.
+	// restarts is how long a restarted server holds grants back; ttl is
+	// the Locker's, the window without WithRestartWindow.
 	restarts *restarts
+	ttl      time.Duration
 
 	// id is New's Locker among the lock's waiters on the server (see
 	// scripts/lock_waiters.lua): a release wakes one waiting Locker by
@@ -372,9 +374,18 @@ func (b *backend) SubscribeLive(r driver.Request) (<-chan struct{}, func(), bool
 // the lock's hash.
 func (*backend) KeepsPayload() bool { return true }
 
+// A free name also reports how long a restarted server still holds its
+// grants back (Holder.HeldBack).
 func (b *backend) Inspect(ctx context.Context, name string) (dlock.Holder, bool, error) {
 	h, ok, err := inspectOn(ctx, b.client, name)
-	return h.Holder, ok, err
+	if err != nil || ok {
+		return h.Holder, ok, err
+	}
+	wait, err := heldBackScript.Run(ctx, b.client, []string{keysFor(name).fence()}, b.restarts.arg(ctx), ms(b.ttl)).Int64()
+	if err != nil {
+		return dlock.Holder{}, false, err
+	}
+	return dlock.Holder{HeldBack: timeunit.Of(wait, time.Millisecond)}, false, nil
 }
 
 // List implements dlock.Lister: the lock keys whose names start with

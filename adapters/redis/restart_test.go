@@ -171,6 +171,9 @@ func TestRestartHeldBackIsSaid(t *testing.T) {
 	if !hasOutcome(rm, "held_back") {
 		t.Errorf("no dlock.lock.acquisitions with dlock.outcome held_back after a held-back TryLock")
 	}
+	if h, held, err := plain.Inspect(ctx, dlocktest.Name(t)+"/never-held"); err != nil || held || h.HeldBack <= 0 || h.HeldBack > window+time.Second { // uptime is in whole seconds: up to one more
+		t.Fatalf("Inspect of a free name during the hold-back: %+v held=%v err=%v, want HeldBack in (0, %v]", h, held, err, window+time.Second)
+	}
 	jobs, err := schedlock.New(plain)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +225,9 @@ func TestRestartOfADurableServerHoldsNothingBack(t *testing.T) {
 	fresh.Unlock(ctx)
 	if err := lease.Refresh(ctx); err != nil {
 		t.Fatalf("the holder's lease after the restart: %v", err)
+	}
+	if h, held, err := other.Inspect(ctx, name+"/free"); err != nil || held || h.HeldBack != 0 {
+		t.Fatalf("Inspect of a free name on a durable server: %+v %v %v, want nothing held back", h, held, err)
 	}
 }
 

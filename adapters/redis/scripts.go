@@ -50,6 +50,8 @@ var (
 	rwlockSrc string
 	//go:embed scripts/force_release.lua
 	forceReleaseSrc string
+	//go:embed scripts/held_back.lua
+	heldBackSrc string
 
 	acquireScript = redis.NewScript(tokenSrc + acquireSrc)
 	refreshScript = redis.NewScript(refreshSrc)
@@ -74,4 +76,6 @@ var (
 	semRefreshScript     = redis.NewScript(semRefreshSrc)
 	latchCountDownScript = redis.NewScript(latchCountDownSrc)
 	rwlockScript         = redis.NewScript(tokenSrc + rwlockSrc)
+	// heldBackScript is restart_wait alone, for Inspect.
+	heldBackScript = redis.NewScript(tokenSrc + heldBackSrc)
 )

@@ -52,8 +52,8 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -281,11 +281,17 @@ type holder struct {
 	Payload string `json:"payload,omitempty"`
 	// Waiters is how many wait for the lock (ls), where the backend
 	// counts them.
-	Waiters *int   `json:"waiters,omitempty"`
-	At      string `json:"at"`
+	Waiters *int `json:"waiters,omitempty"`
+	// HeldBackMS, for a free name, is how long a restarted server still
+	// holds its grants back (dlock.Holder.HeldBack).
+	HeldBackMS int64  `json:"held_back_ms,omitempty"`
+	At         string `json:"at"`
 }
 
 func (h holder) String() string {
+	if !h.Held && h.HeldBackMS > 0 {
+		return fmt.Sprintf("%s %s is free, but the server restarted lately and grants it again in %v (dlock.ErrHeldBack)", h.At, h.Name, time.Duration(h.HeldBackMS)*time.Millisecond)
+	}
 	if !h.Held {
 		return fmt.Sprintf("%s %s is free", h.At, h.Name)
 	}
@@ -308,7 +314,7 @@ func look(ctx context.Context, t *target, name string) (holder, error) {
 		return holder{}, err
 	}
 	return holder{Name: name, Held: ok, Owner: h.Owner, Token: h.Token, TTLMS: h.TTL.Milliseconds(), AgeMS: h.Age.Milliseconds(),
-		Payload: h.Payload, At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+		Payload: h.Payload, HeldBackMS: h.HeldBack.Milliseconds(), At: time.Now().UTC().Format(time.RFC3339Nano)}, nil
 }
 
 // list prints the locks held under prefix, one line each.
