@@ -80,7 +80,7 @@ func New(client *clientv3.Client, root string, opts ...dlock.Option) (*Locker, e
 	if root == "" || strings.HasSuffix(root, "/") || strings.ContainsRune(root, 0) {
 		return nil, fmt.Errorf("etcdlock: invalid root %q: want a key prefix with no trailing slash, such as dlock", root)
 	}
-	b := &backend{client: client, root: root}
+	b := &backend{client: client, root: root, now: time.Now}
 	c, err := dlock.NewClient(b, opts...)
 	if err != nil {
 		return nil, err
@@ -96,6 +96,9 @@ type backend struct {
 	// recheck is how long a waiter trusts its watch before it reads its
 	// predecessor again (dlock.Config.PushFallback, doubling up to 30s).
 	recheck time.Duration
+	// now is the host's clock, which records' ages are counted on (see
+	// record.go); tests skew it.
+	now func() time.Time
 }
 
 var (

@@ -33,7 +33,7 @@ func (b *backend) Record(ctx context.Context, name string, token uint64, value [
 		if err != nil {
 			return err
 		}
-		since := time.Now()
+		since := b.now()
 		unchanged := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 		if len(resp.Kvs) > 0 {
 			kv := resp.Kvs[0]
@@ -69,7 +69,7 @@ func (b *backend) Recorded(ctx context.Context, name string) (dlock.Record, bool
 	if err != nil {
 		return dlock.Record{}, false, err
 	}
-	r.Age = max(time.Since(first), 0)
+	r.Age = max(b.now().Sub(first), 0)
 	return r, true, nil
 }
 
