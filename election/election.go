@@ -168,7 +168,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 			return Leader{}, fmt.Errorf("election %q: leader: %w", e.name, err)
 		}
 		if !held {
-			return Leader{}, fmt.Errorf("election %q: %w", e.name, ErrNoLeader)
+			return Leader{}, fmt.Errorf("%w of %q", ErrNoLeader, e.name)
 		}
 		r, ok, err := e.l.Recorded(ctx, recordPrefix+e.name)
 		if err != nil {

@@ -81,6 +81,12 @@ func main() {
 	os.Exit(code)
 }
 
+// say prints err as dlock's one line, "dlock: " once: the library's own
+// errors start with it already.
+func say(w io.Writer, err error) {
+	fmt.Fprintln(w, "dlock:", strings.TrimPrefix(err.Error(), "dlock: "))
+}
+
 // Exit statuses of dlock's own failures.
 const (
 	exitFailed = 1 // the request failed, or the lease was lost
@@ -99,13 +105,13 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	inv, err := parse(args, stderr)
 	if err != nil {
 		if err.Error() != "" {
-			fmt.Fprintln(stderr, "dlock:", err)
+			say(stderr, err)
 		}
 		return exitUsage
 	}
 	t, err := connect(inv.s, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "dlock:", err)
+		say(stderr, err)
 		return exitUsage
 	}
 	defer t.shutdown()
@@ -119,7 +125,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "dlock:", err)
+		say(stderr, err)
 		if errors.Is(err, errUsage) {
 			return exitUsage
 		}
@@ -296,6 +302,9 @@ func (h holder) String() string {
 		return fmt.Sprintf("%s %s is free", h.At, h.Name)
 	}
 	line := fmt.Sprintf("%s %s is held by %s, token %d, %v left", h.At, h.Name, h.Owner, h.Token, time.Duration(h.TTLMS)*time.Millisecond)
+	if h.TTLMS == 0 { // a session's lock (ZooKeeper, advisory): no expiry of its own
+		line = fmt.Sprintf("%s %s is held by %s, token %d, until its session ends", h.At, h.Name, h.Owner, h.Token)
+	}
 	if h.AgeMS > 0 {
 		line += fmt.Sprintf(", held %v", time.Duration(h.AgeMS)*time.Millisecond)
 	}
@@ -351,7 +360,10 @@ func table(w io.Writer, prefix string, held []dlock.Held) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tOWNER\tTOKEN\tLEFT\tHELD FOR\tWAITING\tPAYLOAD")
 	for _, h := range held {
-		waiting, age, payload := "-", "?", ""
+		waiting, age, payload, left := "-", "?", "", "session" // a session's lock has no expiry of its own
+		if h.TTL > 0 {
+			left = h.TTL.Round(time.Millisecond).String()
+		}
 		if h.Waiters != dlock.UnknownWaiters {
 			waiting = strconv.Itoa(h.Waiters)
 		}
@@ -361,7 +373,7 @@ func table(w io.Writer, prefix string, held []dlock.Held) error {
 		if h.Payload != "" {
 			payload = strconv.Quote(h.Payload)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s\n", h.Name, h.Owner, h.Token, h.TTL.Round(time.Millisecond), age, waiting, payload)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.Owner, h.Token, left, age, waiting, payload)
 	}
 	return tw.Flush()
 }
