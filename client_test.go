@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -229,6 +230,20 @@ func TestDoCancelsWorkOnLoss(t *testing.T) {
 	})
 	if !errors.Is(err, dlock.ErrLost) {
 		t.Fatalf("Do = %v, want ErrLost", err)
+	}
+}
+
+// fn that returns its ctx's cause (the loss) gets the loss once from Do.
+func TestDoSaysTheLossOnce(t *testing.T) {
+	m := newMemory()
+	c := newClient(t, m, dlock.WithTTL(300*time.Millisecond))
+	err := dlock.Do(context.Background(), c, "x", func(ctx context.Context, _ dlock.Lease) error {
+		m.stolen("x")
+		<-ctx.Done()
+		return fmt.Errorf("work stopped: %w", context.Cause(ctx))
+	})
+	if !errors.Is(err, dlock.ErrLost) || strings.Count(err.Error(), "lease lost") != 1 {
+		t.Fatalf("Do = %q, want the loss said once", err)
 	}
 }
 

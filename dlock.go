@@ -187,7 +187,9 @@ func do(ctx context.Context, l Locker, name string, fn func(context.Context, Lea
 	defer func() {
 		cancel(nil)
 		if lostErr := lease.Err(); lostErr != nil && !errors.Is(lostErr, ErrUnlocked) {
-			err = errjoin.Join(err, lostErr)
+			if !errors.Is(err, lostErr) { // fn's error may be the loss already (its ctx's cause)
+				err = errjoin.Join(err, lostErr)
+			}
 			return
 		}
 		unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), DefaultReleaseTimeout)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/dlockhq/dlock/dlocktest"
 	"github.com/dlockhq/dlock/election/electiontest"
-	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 )
 
 // TestThroughPgBouncer runs the conformance suite through PgBouncer's
