@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,6 +35,7 @@ type Admission struct {
 //	GET    /reservations/{id}
 //	POST   /reservations/{id}/confirm
 //	DELETE /reservations/{id}         (cancel)
+//	POST   /items                     {"sku","initial","per_user_limit"}
 //	GET    /items/{sku}
 //
 // A reservation is answered 201 (also to a retry that finds it); a
@@ -63,8 +65,67 @@ func NewHandler(s *Store, adm Admission) *Handler {
 	h.mux.HandleFunc("GET /reservations/{id}", h.get)
 	h.mux.HandleFunc("POST /reservations/{id}/confirm", h.settle(s.Confirm))
 	h.mux.HandleFunc("DELETE /reservations/{id}", h.settle(s.Cancel))
+	h.mux.HandleFunc("POST /items", h.addItem)
 	h.mux.HandleFunc("GET /items/{sku}", h.item)
+	h.mux.HandleFunc("/", h.noRoute)
 	return h
+}
+
+// noRoute answers what no route serves, in the API's JSON: 405 with the
+// methods the path takes, or 404.
+func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		reply(w, http.StatusMethodNotAllowed, errorJSON{fmt.Sprintf("%s %s: the path takes %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+		return
+	}
+	reply(w, http.StatusNotFound, errorJSON{fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+}
+
+// errorJSON is an error on the wire.
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+// AddItemBody is the body of POST /items.
+type AddItemBody struct {
+	SKU          string `json:"sku"`
+	Initial      int64  `json:"initial"`
+	PerUserLimit int    `json:"per_user_limit"`
+}
+
+func (h *Handler) addItem(w http.ResponseWriter, r *http.Request) {
+	var body AddItemBody
+	if err := decode(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := checkID("sku", body.SKU); err != nil {
+		fail(w, badInput{err})
+		return
+	}
+	if body.Initial < 0 || body.PerUserLimit < 0 {
+		fail(w, badInput{fmt.Errorf("initial %d and per_user_limit %d must not be negative", body.Initial, body.PerUserLimit)})
+		return
+	}
+	if err := h.s.AddItem(r.Context(), body.SKU, body.Initial, body.PerUserLimit); err != nil {
+		fail(w, err)
+		return
+	}
+	it, err := h.s.Item(r.Context(), body.SKU)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusCreated, itemJSON(it))
 }
 
 // ServeHTTP serves the API.
@@ -259,15 +320,13 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrExpired):
 		code = http.StatusGone
-	case errors.Is(err, ErrCancelled), errors.Is(err, ErrConfirmed), errors.Is(err, ErrRejected),
+	case errors.Is(err, ErrCancelled), errors.Is(err, ErrConfirmed), errors.Is(err, ErrRejected), errors.Is(err, ErrItemExists),
 		errors.Is(err, ErrRequestReused), errors.Is(err, ErrSoldOut), errors.Is(err, ErrOverLimit):
 		code = http.StatusConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusServiceUnavailable
 	}
-	reply(w, code, struct {
-		Error string `json:"error"`
-	}{err.Error()})
+	reply(w, code, errorJSON{err.Error()})
 }
 
 func reply(w http.ResponseWriter, code int, v any) {

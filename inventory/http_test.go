@@ -244,3 +244,32 @@ func TestHTTPAdmission(t *testing.T) {
 		t.Errorf("the user's request after the first finished: %d, want 201", code)
 	}
 }
+
+// TestHTTPItems: an item is added and read over HTTP alone (curl can
+// drive a sale from nothing); a second add of the sku is 409; every
+// error, an unknown path and a wrong method included, is the API's JSON.
+func TestHTTPItems(t *testing.T) {
+	a := newAPI(t, "pgx", Admission{})
+	code, got := a.do("POST", "/items", `{"sku":"new","initial":5,"per_user_limit":1}`)
+	if code != http.StatusCreated || got["sku"] != "new" || got["available"] != float64(5) || got["per_user_limit"] != float64(1) {
+		t.Fatalf("POST /items: %d %v", code, got)
+	}
+	if code, got := a.do("POST", "/reservations", `{"request_id":"r1","user_id":1,"sku":"new","qty":1}`); code != http.StatusCreated {
+		t.Fatalf("reserving the new item: %d %v", code, got)
+	}
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+	}{
+		{"POST", "/items", `{"sku":"new","initial":5}`, http.StatusConflict},
+		{"POST", "/items", `{"sku":"neg","initial":-1}`, http.StatusBadRequest},
+		{"GET", "/nowhere", "", http.StatusNotFound},
+		{"GET", "/reservations", "", http.StatusMethodNotAllowed},
+		{"PUT", "/items/new", "", http.StatusMethodNotAllowed},
+	} {
+		code, got := a.do(c.method, c.path, c.body)
+		if msg, _ := got["error"].(string); code != c.code || msg == "" || strings.Contains(msg, "\n") {
+			t.Errorf("%s %s: %d %v, want %d with a one-line JSON error", c.method, c.path, code, got, c.code)
+		}
+	}
+}

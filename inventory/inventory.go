@@ -73,6 +73,8 @@ var (
 	ErrOverLimit = errors.New("inventory: over the per-user limit")
 	// ErrUnknownSKU is returned for an item that was never added.
 	ErrUnknownSKU = errors.New("inventory: unknown sku")
+	// ErrItemExists is returned by AddItem for a sku already added.
+	ErrItemExists = errors.New("inventory: the item exists")
 	// ErrNotFound is returned for a reservation id that does not exist.
 	ErrNotFound = errors.New("inventory: no such reservation")
 	// ErrRequestReused rejects a Reserve whose request id was used before
@@ -290,7 +292,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // AddItem adds an item with initial units, each user limited to
 // perUserLimit of them (0: no limit). The buckets strategy splits the
 // units over WithBuckets rows; every Store reserves a bucketed item from
-// its buckets.
+// its buckets. A sku added before fails with ErrItemExists.
 func (s *Store) AddItem(ctx context.Context, sku string, initial int64, perUserLimit int) error {
 	if err := checkID("sku", sku); err != nil {
 		return err
@@ -298,17 +300,20 @@ func (s *Store) AddItem(ctx context.Context, sku string, initial int64, perUserL
 	if initial < 0 || perUserLimit < 0 {
 		return fmt.Errorf("inventory: AddItem %q: initial %d and per-user limit %d must not be negative", sku, initial, perUserLimit)
 	}
+	var err error
 	if s.strategy == Buckets {
-		if err := s.addBucketed(ctx, sku, initial, perUserLimit); err != nil {
-			return fmt.Errorf("inventory: AddItem %q: %w", sku, err)
+		err = s.addBucketed(ctx, sku, initial, perUserLimit)
+	} else {
+		args := []any{sku, initial, perUserLimit}
+		if s.q.d == sqldialect.MySQL {
+			args = []any{sku, initial, initial, perUserLimit}
 		}
-		return nil
+		_, err = s.db.ExecContext(ctx, s.q.insertItem, args...)
 	}
-	args := []any{sku, initial, perUserLimit}
-	if s.q.d == sqldialect.MySQL {
-		args = []any{sku, initial, initial, perUserLimit}
-	}
-	if _, err := s.db.ExecContext(ctx, s.q.insertItem, args...); err != nil {
+	switch {
+	case sqldialect.Duplicate(err):
+		return fmt.Errorf("%w: %q", ErrItemExists, sku)
+	case err != nil:
 		return fmt.Errorf("inventory: AddItem %q: %w", sku, err)
 	}
 	return nil

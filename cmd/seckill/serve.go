@@ -35,9 +35,14 @@ type serveOptions struct {
 	adm      inventory.Admission
 	conns    int
 	migrate  bool
+	// redisPrefix is the redis strategy's key prefix (inventory.WithRedis).
+	redisPrefix string
 }
 
-const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic|redis|buckets] [--redis 127.0.0.1:6379] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]"
+const serveUsage = "usage: seckill serve [--db postgres|mysql] [--addr 127.0.0.1:8080] [--strategy combining|atomic|redis|buckets] [--redis 127.0.0.1:6379] [--redis-prefix inventory:] [--ttl 10m] [--sweep 1s] [--per-user 4] [--per-item 1024] [--conns 16] [--migrate]\n" +
+	"environment: " + servers.PostgresEnv + " (--db postgres's DSN, default " + servers.DefaultPostgresDSN + "), " +
+	servers.MySQLEnv + " (--db mysql's, default " + servers.DefaultMySQLDSN + "), " + servers.RedisEnv + " (--redis's default)\n" +
+	"API: POST /items {sku, initial, per_user_limit}; GET /items/{sku}; POST /reservations {request_id, user_id, sku, qty}; GET /reservations/{id}; POST /reservations/{id}/confirm; DELETE /reservations/{id}"
 
 // strategyOf reads an inventory strategy's name.
 func strategyOf(name string) (inventory.Strategy, error) {
@@ -57,7 +62,8 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.db, "db", "postgres", "postgres or mysql")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0: any)")
 	fs.StringVar(&strategy, "strategy", "combining", "combining, atomic, redis or buckets (an item's buckets are made when it is added; every strategy reserves a bucketed item from them)")
-	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server")
+	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server ($"+servers.RedisEnv+")")
+	fs.StringVar(&o.redisPrefix, "redis-prefix", "inventory:", "the redis strategy's keys' prefix: services whose inventories are in different databases and share one Redis need different ones")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Minute, "how long a reservation waits for its confirm")
 	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet)")
 	fs.IntVar(&o.adm.PerUser, "per-user", 4, "requests of one user in flight before 429")
@@ -154,7 +160,7 @@ func serve(o serveOptions) (err error) {
 			return err
 		}
 		defer func() { err = errors.Join(err, rc.Close()) }()
-		opts = append(opts, inventory.WithRedis(rc, ""))
+		opts = append(opts, inventory.WithRedis(rc, o.redisPrefix))
 	}
 	s, err := inventory.New(db, opts...)
 	if err != nil {
