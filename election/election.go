@@ -53,6 +53,7 @@ type Election struct {
 	name     string
 	handOver time.Duration
 	interval time.Duration
+	metrics  *metrics
 }
 
 // Option configures an Election.
@@ -101,7 +102,7 @@ func New(l dlock.Locker, name string, opts ...Option) (*Election, error) {
 	if err := dlock.ValidateName(recordPrefix + name); err != nil {
 		return nil, fmt.Errorf("election: name of %d bytes: at most %d: %w", len(name), 255-len(recordPrefix), dlock.ErrInvalidName)
 	}
-	e := &Election{l: el, name: name, handOver: DefaultHandOver, interval: DefaultObserveInterval}
+	e := &Election{l: el, name: name, handOver: DefaultHandOver, interval: DefaultObserveInterval, metrics: newMetrics(l, name)}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("election: nil Option")
@@ -281,7 +282,9 @@ type Leadership struct {
 
 func newLeadership(e *Election, lease dlock.Lease, value string) *Leadership {
 	ctx, cancel := dlock.LeaseContext(context.Background(), lease)
-	return &Leadership{e: e, lease: lease, ctx: ctx, cancel: cancel, value: value}
+	l := &Leadership{e: e, lease: lease, ctx: ctx, cancel: cancel, value: value}
+	e.metrics.won(l)
+	return l
 }
 
 // Term returns the leadership's term: the fencing token of its lease,

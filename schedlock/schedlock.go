@@ -40,9 +40,10 @@ type Locker interface {
 // Runner runs jobs at most once per slot across the nodes that share its
 // servers. It is safe for concurrent use.
 type Runner struct {
-	l    Locker
-	wait bool
-	ttl  time.Duration // the Locker's TTL, when it tells it; 0 when not
+	l       Locker
+	wait    bool
+	ttl     time.Duration // the Locker's TTL, when it tells it; 0 when not
+	metrics *metrics
 }
 
 // Option configures a Runner.
@@ -63,7 +64,7 @@ func New(l dlock.Locker, opts ...Option) (*Runner, error) {
 	if !ok {
 		return nil, fmt.Errorf("schedlock: %T cannot lock scheduled jobs: it does not implement dlock.Recorder", l)
 	}
-	r := &Runner{l: sl}
+	r := &Runner{l: sl, metrics: newMetrics(l)}
 	if c, ok := l.(interface{ Config() dlock.Config }); ok {
 		r.ttl = c.Config().TTL
 	}
@@ -108,6 +109,7 @@ func (r *Runner) Run(ctx context.Context, name string, job Job, lockAtMostFor, l
 		return err
 	}
 	defer func() {
+		s.failed = err != nil
 		err = errjoin.Join(err, s.End(ctx))
 	}()
 	return job(s.Context(), s.Token())
@@ -127,9 +129,11 @@ func (r *Runner) Begin(ctx context.Context, name string, lockAtMostFor, lockAtLe
 	}
 	lease, err := lock(ctx, name)
 	if errors.Is(err, dlock.ErrHeldBack) && !r.wait {
+		r.metrics.run(name, "skipped")
 		return nil, fmt.Errorf("%w: job %q: %w", ErrSkipped, name, err)
 	}
 	if errors.Is(err, dlock.ErrNotAcquired) && !r.wait {
+		r.metrics.run(name, "skipped")
 		return nil, fmt.Errorf("%w: job %q is running on another node", ErrSkipped, name)
 	}
 	if err != nil {
@@ -137,9 +141,15 @@ func (r *Runner) Begin(ctx context.Context, name string, lockAtMostFor, lockAtLe
 	}
 	if err := r.open(ctx, name, lease, lockAtLeastFor); err != nil {
 		unlock(lease)
+		if errors.Is(err, ErrSkipped) {
+			r.metrics.run(name, "skipped")
+		}
 		return nil, err
 	}
-	return newSlot(ctx, name, lease, lockAtMostFor), nil
+	r.metrics.run(name, "started")
+	s := newSlot(ctx, name, lease, lockAtMostFor)
+	s.metrics = r.metrics
+	return s, nil
 }
 
 func (r *Runner) check(ctx context.Context, name string, atMost, atLeast time.Duration) error {
@@ -234,6 +244,10 @@ type Slot struct {
 	cancel context.CancelCauseFunc
 	end    sync.Once
 	err    error // End's
+	// failed is set by Run when the job returned an error; metrics counts
+	// the run's end.
+	failed  bool
+	metrics *metrics
 }
 
 type runKey struct{}
@@ -271,9 +285,11 @@ func (s *Slot) End(ctx context.Context) error {
 }
 
 func (s *Slot) release(ctx context.Context) error {
+	lost := s.lease.Err() != nil && !errors.Is(s.lease.Err(), dlock.ErrUnlocked)
+	s.metrics.ended(s, lost)
 	s.cancel(nil)
-	if err := s.lease.Err(); err != nil && !errors.Is(err, dlock.ErrUnlocked) {
-		return fmt.Errorf("schedlock: job %q: %w", s.name, err)
+	if lost {
+		return fmt.Errorf("schedlock: job %q: %w", s.name, s.lease.Err())
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlock.DefaultReleaseTimeout)
 	defer cancel()
