@@ -25,12 +25,13 @@ faults: services
 	for f in $(FUZZERS); do $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZ_TIME) "$${f%%:*}" || exit 1; done
 
 # Start (and install where missing) the servers tests and the demo use,
-# and the deployments the tests reach them through: PgBouncer, and a
-# MariaDB Galera cluster (whose nodes run as user mysql: as root).
+# the deployments the tests reach them through: PgBouncer, and a MariaDB
+# Galera cluster (whose nodes run as user mysql: as root); and promtool.
 services:
 	scripts/services.sh up
 	scripts/services.sh pgbouncer
 	scripts/services.sh galera
+	scripts/services.sh promtool
 
 # The whole suite against real servers, race detector on; a missing server
 # fails instead of skipping.

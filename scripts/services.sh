@@ -6,6 +6,7 @@
 #   scripts/services.sh etcd-cluster a 3-member etcd cluster (clients 2391-2393)
 #   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
 #   scripts/services.sh galera      a 3-node MariaDB Galera cluster (3311-3313)
+#   scripts/services.sh promtool    Prometheus's promtool, for docs/alerts.yml
 #   scripts/services.sh pgbouncer   PgBouncer before PostgreSQL: session
 #                                   pooling on 6432, transaction on 6433,
 #                                   statement on 6434
@@ -354,6 +355,21 @@ galera_up() {
 	for i in 1 2 3; do wait_port "331$i" "Galera node $i" 120; done
 }
 
+# promtool_install: Prometheus's promtool (Debian's prometheus package),
+# which the tests run on docs/alerts.yml.
+promtool_install() {
+	command -v promtool >/dev/null && return 0
+	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+		log "promtool is not installed and this is not root: apt-get install prometheus"
+		return 1
+	fi
+	log "installing Debian's prometheus package (for promtool)"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >"$DIR/apt-prometheus.log" 2>&1 ||
+		{ as_root apt-get update -q >>"$DIR/apt-prometheus.log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >>"$DIR/apt-prometheus.log" 2>&1; } ||
+		{ log "apt-get install prometheus failed, see $DIR/apt-prometheus.log"; return 1; }
+}
+
 redis_extra() {
 	local p
 	for p in 6380 6381 6382 6383 6384; do redis_start "$p"; done
@@ -388,10 +404,11 @@ etcd-cluster) etcd_cluster ;;
 redis-extra) redis_extra ;;
 pgbouncer) pgbouncer_up ;;
 galera) galera_up ;;
+promtool) promtool_install ;;
 status) status ;;
 down) down ;;
 *)
-	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|galera|status|down" >&2
+	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|galera|promtool|status|down" >&2
 	exit 2
 	;;
 esac
