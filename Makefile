@@ -65,9 +65,10 @@ bench: services
 	$(GO) run ./internal/cmd/benchtable -doc docs/benchmarks.md -command "make bench BENCH_COUNT=$(BENCH_COUNT)" < $(BENCH_OUT)
 	@$(GO) run ./internal/cmd/benchtable < $(BENCH_OUT)
 
-# A flash sale on PostgreSQL with every strategy, side by side (about 20s);
+# A flash sale on PostgreSQL with every strategy, side by side (a minute
+# on a quiet machine, several on a busy 2-core one);
 # the chart goes to sale.svg. Then the inventory service, 4 processes over
-# HTTP, atomic against combining (about 20s); its latency chart goes to
+# HTTP, each inventory strategy for 5s (about half a minute); its latency chart goes to
 # load.svg.
 demo: services
 	$(GO) run ./cmd/seckill run --db postgres --strategy all --stock 500 --buyers 100 --migrate --chart sale.svg

@@ -495,7 +495,7 @@ func progressBar(name string, total time.Duration) func(time.Duration) {
 
 // loadReport prints the table and what it shows, computed from the run.
 func loadReport(w io.Writer, rows []loadRow, o loadOptions) error {
-	fmt.Fprintf(w, "one item, stock %d, %d buyers, %d service processes, %d requests/s for %v (%s)\n\n",
+	fmt.Fprintf(w, "one item, stock %d, %d buyers, %d service processes, %d requests/s asked for %v (%s); the requests column is what was sent: a busy machine sends fewer\n\n",
 		o.stock, o.buyers, o.procs, o.rate, o.duration, o.db)
 	fmt.Fprintf(w, "%-10s %8s %7s %8s %5s %6s %10s %8s %8s %9s %8s %8s\n",
 		"strategy", "requests", "orders", "rejected", "429", "errors", "orders/s", "p50 ms", "p99 ms", "vs atomic", "oversold", "balanced")

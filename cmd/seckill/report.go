@@ -96,7 +96,7 @@ func (v *versus) add(r, base row) {
 func (v *versus) say(base row, o options) []string {
 	var out []string
 	if len(v.faster) > 0 {
-		out = append(out, fmt.Sprintf("Faster than the atomic UPDATE in this run: %s. Each shares one Locker between its buyers, who queue in the process, so the database sees one client at a time instead of %d racing one row.",
+		out = append(out, fmt.Sprintf("Faster than the atomic UPDATE in this run: %s. A lock strategy's buyers share one Locker and queue in the process, so the database sees one client at a time instead of %d racing one row; pessimistic and optimistic queue on the row in the database instead. The ranking depends on this machine and its load: run again before you trust it.",
 			strings.Join(v.faster, ", "), o.buyers*o.procs))
 	}
 	if len(v.slower) > 0 {
