@@ -258,22 +258,20 @@ func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err 
 	switch which {
 	case sqldialect.Postgres:
 		_, pgx := b.db.Driver().(*stdlib.Driver)
-		if pgx {
-			pooled, err := b.pooler(ctx)
-			if err == nil && pooled {
-				if b.named = sqldialect.CheckPooledStatements(ctx, b.db); errors.Is(b.named, sqldialect.ErrPooledStatements) {
-					b.named = fmt.Errorf("advisory: %w", b.named)
-				} else {
-					err, b.named = b.named, nil
-				}
+		pooled, err := b.pooler(ctx)
+		if err == nil && pooled && pgx {
+			if b.named = sqldialect.CheckPooledStatements(ctx, b.db); errors.Is(b.named, sqldialect.ErrPooledStatements) {
+				b.named = fmt.Errorf("advisory: %w", b.named)
+			} else {
+				err, b.named = b.named, nil
 			}
-			if err != nil {
-				return nil, false, fmt.Errorf("advisory: %w", err)
-			}
-			// Behind a pooler the connection's process id is the
-			// pooler's: the session's id is asked of the server.
-			pgx = !pooled
 		}
+		if err != nil {
+			return nil, false, fmt.Errorf("advisory: %w", err)
+		}
+		// Behind a pooler the connection's process id is the pooler's:
+		// the session's id is asked of the server.
+		pgx = pgx && !pooled
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
 		if err := b.galera(ctx); err != nil {
@@ -286,14 +284,32 @@ func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err 
 
 // pooler tells whether b.db reaches PostgreSQL through a pooler
 // (sqldialect.Pooler), on one of its connections, and sets b.pooled
-// when session locks are to be refused there. b.mu is held.
+// when session locks are to be refused there. With a driver other than
+// pgx, which does not show the process id it was given, it tells a pooler
+// that shares server sessions between connections
+// (sqldialect.SharedSessions): transaction and statement pooling, under
+// no other load at least. b.mu is held.
 func (b *backend) pooler(ctx context.Context) (bool, error) {
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer func() { _ = conn.Close() }() // back to the pool
-	pooled, detail, _, err := sqldialect.Pooler(ctx, conn)
+	pooled, detail, known, err := sqldialect.Pooler(ctx, conn)
+	if err == nil && !known && b.db.Stats().MaxOpenConnections != 1 {
+		// Another driver: does a second connection share this one's
+		// session? A probe that cannot get its connection in time
+		// (a pool in use) tells nothing.
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		pooled, err = sqldialect.SharedSessions(pctx, b.db, conn)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			pooled, err = false, nil
+		}
+		if pooled {
+			detail = "a second connection saw this one's session setting"
+		}
+	}
 	if err != nil || !pooled {
 		return false, err
 	}
@@ -302,6 +318,9 @@ func (b *backend) pooler(ctx context.Context) (bool, error) {
 	}
 	return true, nil
 }
+
+// probeTimeout bounds pooler's probe with a second connection.
+const probeTimeout = 2 * time.Second
 
 // galera sets b.pooled when b.db's server is a Galera node (wsrep_on):
 // session locks there are refused (ErrNodeLocal). b.mu is held.

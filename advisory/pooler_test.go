@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,5 +165,49 @@ func TestPoolerRefusesNamedStatements(t *testing.T) {
 	_, err = l.LockTx(ctx, tx, t.Name())
 	if !errors.Is(err, sqldialect.ErrPooledStatements) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
 		t.Fatalf("LockTx through a pooler with named statements: want one line that names default_query_exec_mode=exec, got %v", err)
+	}
+}
+
+// lib/pq does not show the process id it was given: through transaction
+// and statement pooling, a second connection that finds the first one's
+// session setting tells the pooler, and session locks are refused; in
+// session pooling and directly they are taken.
+func TestPoolerRefusesWithAnotherDriver(t *testing.T) {
+	for pooling, refused := range map[string]bool{"transaction": true, "statement": true, "session": false, "": false} {
+		t.Run(pooling, func(t *testing.T) {
+			dsn := testenv.DSN("pgx")
+			if pooling != "" {
+				// Database postgres: a PgBouncer pool no other test
+				// shares, so the probe's second connection gets the
+				// session the first just freed.
+				u, err := url.Parse(testenv.PgBouncerDSN(t, pooling, ""))
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.Path = "/postgres"
+				dsn = u.String()
+			}
+			db := testenv.Open(t, "postgres", dsn) // lib/pq
+			l := newLocker(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			lease, err := l.TryLock(ctx, t.Name())
+			if refused {
+				if err == nil {
+					lease.Unlock(ctx)
+					t.Fatal("a session lock was granted through a pooler that shares sessions")
+				}
+				if !errors.Is(err, advisory.ErrPooler) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("want one line wrapping ErrPooler, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%q pooling with lib/pq: %v", pooling, err)
+			}
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

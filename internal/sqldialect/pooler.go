@@ -2,7 +2,9 @@ package sqldialect
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -74,4 +76,50 @@ func CheckPooledStatements(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	return fmt.Errorf("%w: a pooler stands between db and PostgreSQL (%s); set default_query_exec_mode=exec (or simple_protocol) in the DSN", ErrPooledStatements, detail)
+}
+
+// SharedSessions tells, for a driver Pooler does not know, whether conn's
+// server session is another connection's too, as under a pooler's
+// transaction or statement pooling: it sets a session setting on conn,
+// and a statement on a second connection of db looks for it. A pooler
+// hands the second connection the server session the first just freed,
+// unless another client takes it meanwhile: a yes is certain, a no under
+// load is not. Direct connections and session pooling answer no.
+func SharedSessions(ctx context.Context, db *sql.DB, conn *sql.Conn) (shared bool, err error) {
+	other, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = other.Close() }() // back to the pool
+	for range sharedProbes {
+		if shared, err = probeShared(ctx, conn, other); shared || err != nil {
+			return shared, err
+		}
+	}
+	return false, nil
+}
+
+// sharedProbes is how many times SharedSessions looks: another client
+// that takes the freed server session in between hides it once, rarely
+// three times.
+const sharedProbes = 3
+
+// probeShared sets a random session setting on conn and reads it on other.
+func probeShared(ctx context.Context, conn, other *sql.Conn) (bool, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return false, err
+	}
+	probe := hex.EncodeToString(b[:])
+	if _, err := conn.ExecContext(ctx, "SELECT set_config('dlock.pooler_probe', '"+probe+"', false)"); err != nil {
+		return false, err
+	}
+	defer func() {
+		_, _ = conn.ExecContext(ctx, "SELECT set_config('dlock.pooler_probe', '', false)") // wherever it lands
+	}()
+	var seen sql.NullString
+	if err := other.QueryRowContext(ctx, "SELECT current_setting('dlock.pooler_probe', true)").Scan(&seen); err != nil {
+		return false, err
+	}
+	return seen.String == probe, nil
 }
