@@ -70,6 +70,9 @@ func newRestarts(client redis.UniversalClient, window time.Duration) *restarts {
 // arg is the acquire script's hold-back window argument: "0" for a
 // durable server, the window in ms when set, "" for the request's TTL.
 func (r *restarts) arg(ctx context.Context) string {
+	if r == nil { // a backend made without New: the request's TTL
+		return ""
+	}
 	if r.isDurable(ctx) {
 		return "0"
 	}
