@@ -68,6 +68,9 @@ func NewFair(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error
 	if err := only(c.Config(), "NewFair", queueTimeoutKey{}); err != nil {
 		return nil, failed(err, n)
 	}
+	// Inspect's hold-back (Holder.HeldBack) is the Locker's TTL's, as the
+	// fair acquire script's.
+	b.ttl = c.Config().TTL
 	if v, ok := c.Config().Setting(queueTimeoutKey{}); ok {
 		if b.queueTimeout = v.(time.Duration); b.queueTimeout < 10*time.Millisecond {
 			return nil, failed(fmt.Errorf("redislock: queue timeout %v is shorter than 10ms", b.queueTimeout), n)
