@@ -221,9 +221,12 @@ type backend struct {
 	d      dialect    // nil until known
 	spares []*session // released sessions still set up for a hold
 	// pooled is why session locks are refused (ErrPooler, ErrNodeLocal),
-	// and named why every lock is (sqldialect.CheckPooledStatements); set
-	// with d.
+	// and named why every lock is (sqldialect.ErrPooledStatements); set by
+	// checked, on the first new session's connection (checkDone).
 	pooled, named error
+	checkDone     bool
+	// checkMu serializes checked's I/O, outside mu.
+	checkMu sync.Mutex
 }
 
 // DBSystem implements driver.DBSystem.
@@ -258,43 +261,49 @@ func (b *backend) knownDialect(ctx context.Context) (d dialect, first bool, err 
 	switch which {
 	case sqldialect.Postgres:
 		_, pgx := b.db.Driver().(*stdlib.Driver)
-		pooled, err := b.pooler(ctx)
-		if err == nil && pooled && pgx {
-			if b.named = sqldialect.CheckPooledStatements(ctx, b.db); errors.Is(b.named, sqldialect.ErrPooledStatements) {
-				b.named = fmt.Errorf("advisory: %w", b.named)
-			} else {
-				err, b.named = b.named, nil
-			}
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("advisory: %w", err)
-		}
-		// Behind a pooler the connection's process id is the pooler's:
-		// the session's id is asked of the server.
-		pgx = pgx && !pooled
 		b.d = postgres{pgx: pgx}
 	case sqldialect.MySQL:
-		if err := b.galera(ctx); err != nil {
-			return nil, false, fmt.Errorf("advisory: %w", err)
-		}
 		b.d = &mysql{log: b.log}
 	}
 	return b.d, true, nil
 }
 
-// pooler tells whether b.db reaches PostgreSQL through a pooler
-// (sqldialect.Pooler), on one of its connections, and sets b.pooled
-// when session locks are to be refused there. With a driver other than
-// pgx, which does not show the process id it was given, it tells a pooler
-// that shares server sessions between connections
-// (sqldialect.SharedSessions): transaction and statement pooling, under
-// no other load at least. b.mu is held.
-func (b *backend) pooler(ctx context.Context) (bool, error) {
-	conn, err := b.db.Conn(ctx)
+// checked returns the dialect for a session lock on conn, a connection
+// new to the Locker, once the first such connection has shown whether
+// session locks can be held on b.db: through a pooler that may share the
+// server session (sqldialect.Pooler; with a driver other than pgx,
+// sqldialect.SharedSessions) they are refused with ErrPooler, unless
+// WithSessionPooling; with pgx's named statements through a pooler, every
+// lock is (sqldialect.ErrPooledStatements); on a Galera node, with
+// ErrNodeLocal. The check runs on conn, a connection the caller has
+// already (a Locker whose pool is exhausted waits for one as a lock
+// does), and once: until it succeeds.
+func (b *backend) checked(ctx context.Context, conn *sql.Conn) (dialect, error) {
+	b.checkMu.Lock()
+	defer b.checkMu.Unlock()
+	d, err := b.dialect(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	defer func() { _ = conn.Close() }() // back to the pool
+	b.mu.Lock()
+	done := b.checkDone
+	b.mu.Unlock()
+	if !done {
+		switch d := d.(type) {
+		case postgres:
+			err = b.checkPooler(ctx, conn, d)
+		case *mysql:
+			err = b.checkGalera(ctx, conn)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("advisory: %w", err)
+		}
+	}
+	return b.sessions(ctx)
+}
+
+// checkPooler is checked's look for a pooler on PostgreSQL.
+func (b *backend) checkPooler(ctx context.Context, conn *sql.Conn, d postgres) error {
 	pooled, detail, known, err := sqldialect.Pooler(ctx, conn)
 	if err == nil && !known && b.db.Stats().MaxOpenConnections != 1 {
 		// Another driver: does a second connection share this one's
@@ -310,29 +319,45 @@ func (b *backend) pooler(ctx context.Context) (bool, error) {
 			detail = "a second connection saw this one's session setting"
 		}
 	}
-	if err != nil || !pooled {
-		return false, err
-	}
-	if !b.sessionPooling {
-		b.pooled = fmt.Errorf("%w, and a pooler stands between this Locker and PostgreSQL (%s), which under transaction or statement pooling lets other clients use the session that holds a lock: use LockTx or package tablelock, or, with PgBouncer's pool_mode = session, advisory.WithSessionPooling()", ErrPooler, detail)
-	}
-	return true, nil
-}
-
-// probeTimeout bounds pooler's probe with a second connection.
-const probeTimeout = 2 * time.Second
-
-// galera sets b.pooled when b.db's server is a Galera node (wsrep_on):
-// session locks there are refused (ErrNodeLocal). b.mu is held.
-func (b *backend) galera(ctx context.Context) error {
-	var name, value string
-	err := b.db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
-	if errors.Is(err, sql.ErrNoRows) { // MySQL without Galera has no such variable
-		return nil
+	var named error
+	if err == nil && pooled && d.pgx {
+		named, err = sqldialect.PooledStatements(conn, detail), nil
 	}
 	if err != nil {
 		return err
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.checkDone = true
+	if !pooled {
+		return nil
+	}
+	if named != nil {
+		b.named = fmt.Errorf("advisory: %w", named)
+	}
+	if !b.sessionPooling {
+		b.pooled = fmt.Errorf("%w, and a pooler stands between this Locker and PostgreSQL (%s), which under transaction or statement pooling lets other clients use the session that holds a lock: use LockTx or package tablelock, or, with PgBouncer's pool_mode = session, advisory.WithSessionPooling()", ErrPooler, detail)
+	}
+	// Behind a pooler the connection's process id is the pooler's: the
+	// session's id is asked of the server.
+	b.d = postgres{pgx: false}
+	return nil
+}
+
+// probeTimeout bounds checkPooler's probe with a second connection, and
+// LockTx's wait for a connection to check on.
+const probeTimeout = 2 * time.Second
+
+// checkGalera is checked's look for a Galera node (wsrep_on) on MySQL.
+func (b *backend) checkGalera(ctx context.Context, conn *sql.Conn) error {
+	var name, value string
+	err := conn.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) { // MySQL without Galera has no such variable
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.checkDone = true
 	if strings.EqualFold(value, "ON") {
 		b.pooled = fmt.Errorf("%w: this server is a node of a Galera cluster (wsrep_on), and clients of the other nodes would take the same lock at once: use package tablelock, whose rows the cluster replicates", ErrNodeLocal)
 	}
@@ -340,10 +365,9 @@ func (b *backend) galera(ctx context.Context) error {
 }
 
 // sessions returns the dialect for a session lock, or why session locks
-// are refused on b.db.
+// are refused on b.db, as far as checked has found.
 func (b *backend) sessions(ctx context.Context) (dialect, error) {
-	d, err := b.dialect(ctx)
-	if err != nil {
+	if _, err := b.dialect(ctx); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
@@ -351,7 +375,34 @@ func (b *backend) sessions(ctx context.Context) (dialect, error) {
 	if b.named != nil {
 		return nil, b.named
 	}
-	return d, b.pooled
+	if b.pooled != nil {
+		return nil, b.pooled
+	}
+	return b.d, nil
+}
+
+// checkedForTx runs checked, for LockTx, on a connection of its own when
+// the check has not run yet and one is free within probeTimeout; an
+// exhausted pool leaves the check to the next call.
+func (b *backend) checkedForTx(ctx context.Context) error {
+	b.mu.Lock()
+	done := b.checkDone
+	b.mu.Unlock()
+	if !done {
+		cctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		conn, err := b.db.Conn(cctx)
+		cancel()
+		if err != nil {
+			return ctx.Err()
+		}
+		defer func() { _ = conn.Close() }() // back to the pool
+		if _, err := b.checked(ctx, conn); err != nil && !errors.Is(err, ErrPooler) && !errors.Is(err, ErrNodeLocal) {
+			return err
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.named
 }
 
 var (
@@ -438,6 +489,10 @@ func (b *backend) try(ctx context.Context, d dialect, r driver.Request, bounded 
 	if err != nil {
 		return nil, 0, false, err
 	}
+	if d, err = b.checked(ctx, conn); err != nil {
+		_ = conn.Close() // nothing ran on it but the check: back to the pool
+		return nil, 0, false, err
+	}
 	s := &session{conn: conn}
 	token, ok, err := d.try(tctx, s, r)
 	if err != nil {
@@ -459,6 +514,10 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 		if err != nil || ok {
 			return driver.Grant{Acquired: ok, Token: token, Handle: s}, err
 		}
+		if d, err = b.sessions(ctx); err != nil { // as the try's check left it
+			b.putBack(s)
+			return driver.Grant{}, err
+		}
 		return b.wait(ctx, d, s, r)
 	}
 	if s := b.takeSpare(); s != nil {
@@ -472,6 +531,10 @@ func (b *backend) AcquireWait(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	conn, err := b.conn(ctx)
 	if err != nil {
+		return driver.Grant{}, err
+	}
+	if d, err = b.checked(ctx, conn); err != nil {
+		_ = conn.Close() // nothing ran on it but the check: back to the pool
 		return driver.Grant{}, err
 	}
 	return b.wait(ctx, d, &session{conn: conn}, r)

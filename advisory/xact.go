@@ -78,7 +78,5 @@ func (l *Locker) checkTx(ctx context.Context, tx *sql.Tx, name string) error {
 	if _, ok := d.(postgres); !ok {
 		return fmt.Errorf("advisory: transaction-scoped locks are PostgreSQL's; MySQL/MariaDB has none: %w", errors.ErrUnsupported)
 	}
-	l.b.mu.Lock()
-	defer l.b.mu.Unlock()
-	return l.b.named
+	return l.b.checkedForTx(ctx)
 }

@@ -45,6 +45,26 @@ func Pooler(ctx context.Context, conn *sql.Conn) (pooled bool, detail string, kn
 	return true, fmt.Sprintf("statements run in server process %d, the connection was given process id %d", backend, given), true, nil
 }
 
+// PooledStatements is CheckPooledStatements's refusal for conn, which
+// Pooler found behind a pooler (detail is its finding), or nil when pgx
+// does not prepare named statements on it.
+func PooledStatements(conn *sql.Conn, detail string) error {
+	named := false
+	if err := conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok {
+			named = c.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		}
+		return nil
+	}); err != nil || !named {
+		return err
+	}
+	return pooledStatementsErr(detail)
+}
+
+func pooledStatementsErr(detail string) error {
+	return fmt.Errorf("%w: a pooler stands between db and PostgreSQL (%s); set default_query_exec_mode=exec (or simple_protocol) in the DSN", ErrPooledStatements, detail)
+}
+
 // ErrPooledStatements is why CheckPooledStatements refuses a database.
 var ErrPooledStatements = errors.New("pgx's prepared statements do not survive a connection pooler")
 
@@ -75,7 +95,7 @@ func CheckPooledStatements(ctx context.Context, db *sql.DB) error {
 	if err != nil || !pooled {
 		return err
 	}
-	return fmt.Errorf("%w: a pooler stands between db and PostgreSQL (%s); set default_query_exec_mode=exec (or simple_protocol) in the DSN", ErrPooledStatements, detail)
+	return pooledStatementsErr(detail)
 }
 
 // SharedSessions tells, for a driver Pooler does not know, whether conn's
