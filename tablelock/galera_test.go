@@ -20,7 +20,10 @@ func TestGalera(t *testing.T) {
 	dsns := testenv.GaleraDSNs(t)
 	dbs := make([]*sql.DB, len(dsns))
 	for i, dsn := range dsns {
-		dbs[i] = testenv.Open(t, "mysql", dsn)
+		// Causal reads and writes (docs/deployments.md): without them a
+		// node may not have applied another's release yet, and says the
+		// free name is held (never a second holder).
+		dbs[i] = testenv.Open(t, "mysql", dsn+"&wsrep_sync_wait=7")
 	}
 	migrated(t, func(testing.TB) *sql.DB { return dbs[0] })
 	h := testenv.SQLHarness("mysql", func(t testing.TB) *sql.DB { return testenv.Open(t, "mysql", dsns[0]) }, dbs[0], newLocker)
@@ -39,8 +42,8 @@ func TestGaleraNodeKilledMidHold(t *testing.T) {
 	dsns := testenv.GaleraDSNs(t)
 	migrated(t, func(t testing.TB) *sql.DB { return testenv.Open(t, "mysql", dsns[0]) })
 	const ttl = 3 * time.Second
-	holder := newLocker(t, testenv.Open(t, "mysql", dsns[0]+"&timeout=1s&readTimeout=1s&writeTimeout=1s"), dlock.WithTTL(ttl))
-	waiter := newLocker(t, testenv.Open(t, "mysql", dsns[1]), dlock.WithTTL(ttl))
+	holder := newLocker(t, testenv.Open(t, "mysql", dsns[0]+"&wsrep_sync_wait=7&timeout=1s&readTimeout=1s&writeTimeout=1s"), dlock.WithTTL(ttl))
+	waiter := newLocker(t, testenv.Open(t, "mysql", dsns[1]+"&wsrep_sync_wait=7"), dlock.WithTTL(ttl))
 	ctx, cancel := context.WithTimeout(context.Background(), dlocktest.Timeout)
 	defer cancel()
 	name := dlocktest.Name(t)

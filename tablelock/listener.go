@@ -381,10 +381,13 @@ func (l *listener) run(ctx context.Context, gen *listenGen) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }() // back to the pool, unless Raw said driver.ErrBadConn
-	pooled, detail, _, err := sqldialect.Pooler(ctx, conn)
-	if err != nil {
-		return err
+	defer func() { _ = conn.Close() }()                   // back to the pool, unless Raw said driver.ErrBadConn
+	pooled, detail, known := sqldialect.KnownPooler(l.db) // found at the Locker's first use
+	if !known {
+		var err error
+		if pooled, detail, _, err = sqldialect.Pooler(ctx, conn); err != nil {
+			return err
+		}
 	}
 	if pooled {
 		return fmt.Errorf("%w (%s): waiters poll: %w", errPooler, detail, errors.ErrUnsupported)

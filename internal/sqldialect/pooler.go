@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -65,6 +68,48 @@ func pooledStatementsErr(detail string) error {
 	return fmt.Errorf("%w: a pooler stands between db and PostgreSQL (%s); set default_query_exec_mode=exec (or simple_protocol) in the DSN", ErrPooledStatements, detail)
 }
 
+// PoolerOf is Pooler for db, asked once on one of its connections and
+// remembered: every connection of a *sql.DB goes to one address, so one
+// tells for all. known is false for a driver Pooler does not know.
+func PoolerOf(ctx context.Context, db *sql.DB) (pooled bool, detail string, known bool, err error) {
+	key := weak.Make(db)
+	if v, ok := poolers.Load(key); ok {
+		f := v.(poolerFinding)
+		return f.pooled, f.detail, true, nil
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, "", false, err
+	}
+	defer func() { _ = conn.Close() }() // back to the pool
+	pooled, detail, known, err = Pooler(ctx, conn)
+	if err == nil && known {
+		if _, loaded := poolers.LoadOrStore(key, poolerFinding{pooled, detail}); !loaded {
+			runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { poolers.Delete(key) }, key)
+		}
+	}
+	return pooled, detail, known, err
+}
+
+// KnownPooler is what PoolerOf found for db, without I/O; known is false
+// when it has not asked.
+func KnownPooler(db *sql.DB) (pooled bool, detail string, known bool) {
+	v, ok := poolers.Load(weak.Make(db))
+	if !ok {
+		return false, "", false
+	}
+	f := v.(poolerFinding)
+	return f.pooled, f.detail, true
+}
+
+// poolers holds PoolerOf's findings, by *sql.DB.
+var poolers sync.Map // weak.Pointer[sql.DB] → poolerFinding
+
+type poolerFinding struct {
+	pooled bool
+	detail string
+}
+
 // ErrPooledStatements is why CheckPooledStatements refuses a database.
 var ErrPooledStatements = errors.New("pgx's prepared statements do not survive a connection pooler")
 
@@ -77,25 +122,16 @@ var ErrPooledStatements = errors.New("pgx's prepared statements do not survive a
 // statements fail at random — a release among them. It asks the server
 // only in that mode, on one of db's connections.
 func CheckPooledStatements(ctx context.Context, db *sql.DB) error {
+	pooled, detail, known, err := PoolerOf(ctx, db)
+	if err != nil || !known || !pooled {
+		return err
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }() // back to the pool
-	named := false
-	if err := conn.Raw(func(dc any) error {
-		if c, ok := dc.(*stdlib.Conn); ok {
-			named = c.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-		}
-		return nil
-	}); err != nil || !named {
-		return err
-	}
-	pooled, detail, _, err := Pooler(ctx, conn)
-	if err != nil || !pooled {
-		return err
-	}
-	return pooledStatementsErr(detail)
+	return PooledStatements(conn, detail)
 }
 
 // SharedSessions tells, for a driver Pooler does not know, whether conn's
