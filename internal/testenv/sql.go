@@ -9,7 +9,9 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/election/electiontest"
 	"github.com/dlockhq/dlock/migrations"
+	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 )
 
 // SQLDatabases are the SQL servers the SQL backends' tests run against.
@@ -60,6 +62,16 @@ func OnPGModes[L dlock.Locker](t *testing.T, mk func(testing.TB, *sql.DB, ...dlo
 			suite(t, h)
 		})
 	}
+}
+
+// Suites runs the conformance, election and job suites on h: what a
+// SQL backend runs in each pgx query mode and through a pooler.
+func Suites(t *testing.T, h dlocktest.Harness) {
+	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, h) })
+	t.Run("Election", func(t *testing.T) {
+		electiontest.Run(t, electiontest.Harness{New: h.New, Broken: h.Broken})
+	})
+	t.Run("Jobs", func(t *testing.T) { schedlocktest.Run(t, schedlocktest.Harness{New: h.New}) })
 }
 
 // SQLHarness is the harness of the Lockers mk makes on a database of
