@@ -289,12 +289,16 @@ func (b *backend) checked(ctx context.Context, conn *sql.Conn) (dialect, error) 
 	done := b.checkDone
 	b.mu.Unlock()
 	if !done {
+		// Bounded as an attempt is: a frozen server fails the check,
+		// which the next new session makes again.
+		cctx, cancel := detached(ctx, cancelTimeout)
 		switch d := d.(type) {
 		case postgres:
-			err = b.checkPooler(ctx, conn, d)
+			err = b.checkPooler(cctx, conn, d)
 		case *mysql:
-			err = b.checkGalera(ctx, conn)
+			err = b.checkGalera(cctx, conn)
 		}
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("advisory: %w", err)
 		}

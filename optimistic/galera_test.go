@@ -39,37 +39,15 @@ func TestGaleraSellsEachUnitOnce(t *testing.T) {
 		}
 		dbs, pools[i] = append(dbs, tbl), db
 	}
-	var sold atomic.Int32
+	var sold, conflicts atomic.Int32
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for w := range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tbl, db := dbs[w%len(dbs)], pools[w%len(dbs)]
-			for {
-				soldOut := false
-				err := optimistic.Retry(ctx, optimistic.Policy{MaxAttempts: 1000}, func(ctx context.Context) error {
-					var stock int
-					v, err := tbl.Get(ctx, db, 1, []string{"stock"}, &stock)
-					if err != nil {
-						return err
-					}
-					if stock == 0 {
-						soldOut = true
-						return nil
-					}
-					_, err = tbl.Update(ctx, db, 1, v, map[string]any{"stock": stock - 1})
-					return err
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if soldOut {
-					return
-				}
-				sold.Add(1)
+			if err := buyUntilSoldOut(ctx, dbs[w%len(dbs)], pools[w%len(dbs)], &sold, &conflicts); err != nil {
+				errs <- err
 			}
 		}()
 	}

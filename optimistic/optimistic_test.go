@@ -98,32 +98,8 @@ func TestContention(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for {
-						soldOut := false
-						err := optimistic.Retry(ctx, optimistic.Policy{MaxAttempts: 1000}, func(ctx context.Context) error {
-							var stock int
-							v, err := tbl.Get(ctx, db, 1, []string{"stock"}, &stock)
-							if err != nil {
-								return err
-							}
-							if stock == 0 {
-								soldOut = true
-								return nil
-							}
-							_, err = tbl.Update(ctx, db, 1, v, map[string]any{"stock": stock - 1})
-							if errors.Is(err, optimistic.ErrConflict) {
-								conflicts.Add(1)
-							}
-							return err
-						})
-						if err != nil {
-							errs <- err
-							return
-						}
-						if soldOut {
-							return
-						}
-						sold.Add(1)
+					if err := buyUntilSoldOut(ctx, tbl, db, &sold, &conflicts); err != nil {
+						errs <- err
 					}
 				}()
 			}
@@ -141,6 +117,38 @@ func TestContention(t *testing.T) {
 			}
 			t.Logf("%d conflicts retried", conflicts.Load())
 		})
+	}
+}
+
+// buyUntilSoldOut takes a unit of row 1's stock, by version, again and
+// again until none is left, counting the units it sold and the conflicts
+// it retried.
+func buyUntilSoldOut(ctx context.Context, tbl *optimistic.Table, db interface {
+	optimistic.Querier
+	optimistic.Execer
+}, sold, conflicts *atomic.Int32) error {
+	for {
+		soldOut := false
+		err := optimistic.Retry(ctx, optimistic.Policy{MaxAttempts: 1000}, func(ctx context.Context) error {
+			var stock int
+			v, err := tbl.Get(ctx, db, 1, []string{"stock"}, &stock)
+			if err != nil {
+				return err
+			}
+			if stock == 0 {
+				soldOut = true
+				return nil
+			}
+			_, err = tbl.Update(ctx, db, 1, v, map[string]any{"stock": stock - 1})
+			if errors.Is(err, optimistic.ErrConflict) {
+				conflicts.Add(1)
+			}
+			return err
+		})
+		if err != nil || soldOut {
+			return err
+		}
+		sold.Add(1)
 	}
 }
 

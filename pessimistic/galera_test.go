@@ -30,6 +30,38 @@ func galeraTable(t *testing.T, name string) []*sql.DB {
 	return dbs
 }
 
+// incrementConcurrently runs workers goroutines, worker w on dbs[w%n],
+// each adding 1 to table's row 1 each times in Do, by a read FOR UPDATE
+// and a write (ph is the dialect's placeholder), and returns the first
+// error.
+func incrementConcurrently(ctx context.Context, dbs []*sql.DB, table, ph string, workers, each int, opts ...pessimistic.Option) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				err := pessimistic.Do(ctx, dbs[w%len(dbs)], func(ctx context.Context, tx *sql.Tx) error {
+					var v int
+					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = "+ph+" WHERE id = 1", v+1)
+					return err
+				}, opts...)
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
 // On a Galera cluster SELECT … FOR UPDATE locks the row on its own node
 // only; a transaction on another node that wrote it first makes this
 // one's commit fail certification (error 1213), which Do retries, so no
@@ -40,32 +72,7 @@ func TestGaleraIncrementsAcrossNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const workers, each = 6, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db := dbs[w%len(dbs)]
-			for range each {
-				err := pessimistic.Do(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
-					var v int
-					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
-						return err
-					}
-					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = ? WHERE id = 1", v+1)
-					return err
-				}, pessimistic.WithMaxAttempts(1000))
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := incrementConcurrently(ctx, dbs, table, "?", workers, each, pessimistic.WithMaxAttempts(1000)); err != nil {
 		t.Fatal(err)
 	}
 	var v int

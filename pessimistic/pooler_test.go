@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,31 +29,7 @@ func TestThroughPgBouncer(t *testing.T) {
 			}
 			t.Cleanup(func() { db.ExecContext(context.Background(), "DROP TABLE "+table) })
 			const workers, each = 8, 10
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			for range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range each {
-						err := pessimistic.Do(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
-							var v int
-							if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
-								return err
-							}
-							_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = $1 WHERE id = 1", v+1)
-							return err
-						}, pessimistic.WithLockTimeout(5*time.Second))
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
+			if err := incrementConcurrently(ctx, []*sql.DB{db}, table, "$1", workers, each, pessimistic.WithLockTimeout(5*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			var v int
