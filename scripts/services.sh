@@ -261,13 +261,13 @@ EOF
 		user=(-u postgres)
 		chown -R postgres "$d"
 	fi
-	pgbouncer -d "${user[@]}" "$d/pgbouncer.ini" >"$d/start.log" 2>&1 ||
+	pgbouncer -d "${user[@]}" "$d/pgbouncer.ini" >"$d/start.log" 2>&1 9>&- ||
 		{ log "PgBouncer did not start, see $d/start.log"; return 1; }
 }
 
 pgbouncer_up() {
 	exec 9>"$DIR/pgbouncer.lock" # test packages may start them at once
-	flock 9
+	flock -w 300 9 || { log "another start of PgBouncer holds $DIR/pgbouncer.lock"; return 1; }
 	pgbouncer_install
 	pgbouncer_start session 6432
 	pgbouncer_start transaction 6433
@@ -317,7 +317,9 @@ EOF
 	fi
 	chown -R mysql:mysql "$d"
 	log "starting MariaDB Galera node $n on $port"
-	nohup mariadbd --defaults-file="$d/my.cnf" "$@" >"$d/mariadbd.out" 2>&1 </dev/null &
+	# 9>&-: the server must not inherit galera_up's lock, or it holds it
+	# for as long as it runs and the next galera_up waits for ever.
+	nohup mariadbd --defaults-file="$d/my.cnf" "$@" >"$d/mariadbd.out" 2>&1 </dev/null 9>&- &
 }
 
 galera_install() {
@@ -342,7 +344,7 @@ galera_up() {
 		return 1
 	fi
 	exec 9>"$DIR/galera.lock" # test packages may start it at once
-	flock 9
+	flock -w 300 9 || { log "another start of the Galera cluster holds $DIR/galera.lock"; return 1; }
 	galera_install
 	if ! port_open 3311 && ! port_open 3312 && ! port_open 3313; then
 		galera_start 1 --wsrep-new-cluster
