@@ -20,6 +20,7 @@ set -euo pipefail
 
 DIR="${DLOCK_SERVICES_DIR:-/tmp/dlock-services}"
 mkdir -p "$DIR"
+chmod go+x "$DIR" # servers run as postgres or mysql, whatever the umask
 
 log() { printf 'services: %s\n' "$*" >&2; }
 
@@ -347,14 +348,28 @@ galera_up() {
 	flock -w 300 9 || { log "another start of the Galera cluster holds $DIR/galera.lock"; return 1; }
 	galera_install
 	if ! port_open 3311 && ! port_open 3312 && ! port_open 3313; then
+		# No node runs: node 1 starts the cluster again. After a kill -9 of
+		# every node (or of the machine) none is marked safe to bootstrap,
+		# and a throwaway test cluster need not ask which one saw the last
+		# write: node 1 does, the others join it by state transfer.
+		local state="$DIR/galera-1/data/grastate.dat"
+		[ -f "$state" ] && sed -i 's/^safe_to_bootstrap: 0$/safe_to_bootstrap: 1/' "$state"
 		galera_start 1 --wsrep-new-cluster
-		wait_port 3311 "Galera node 1" 60
+		galera_wait 1 60 || return 1
 		mariadb -S "$DIR/galera-1/mysqld.sock" -uroot -e "CREATE USER IF NOT EXISTS root@'127.0.0.1'; GRANT ALL ON *.* TO root@'127.0.0.1' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test" ||
 			{ log "setting up Galera node 1 failed"; return 1; }
 	fi
 	local i
 	for i in 1 2 3; do galera_start "$i"; done
-	for i in 1 2 3; do wait_port "331$i" "Galera node $i" 120; done
+	for i in 1 2 3; do galera_wait "$i" 120 || return 1; done
+}
+
+# galera_wait N SECONDS: node N answers, or its error log says why not.
+galera_wait() {
+	wait_port "331$1" "Galera node $1" "$2" && return 0
+	log "the last lines of $DIR/galera-$1/error.log:"
+	tail -n 8 "$DIR/galera-$1/error.log" >&2
+	return 1
 }
 
 # promtool_install: Prometheus's promtool (Debian's prometheus package),
