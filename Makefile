@@ -26,12 +26,14 @@ faults: services
 
 # Start (and install where missing) the servers tests and the demo use,
 # the deployments the tests reach them through: PgBouncer, and a MariaDB
-# Galera cluster (whose nodes run as user mysql: as root); and promtool.
+# Galera cluster (whose nodes run as user mysql: as root); promtool, and
+# Curator for Java (zklock's interoperability tests).
 services:
 	scripts/services.sh up
 	scripts/services.sh pgbouncer
 	scripts/services.sh galera
 	scripts/services.sh promtool
+	scripts/services.sh curator
 
 # The whole suite against real servers, race detector on; a missing server
 # fails instead of skipping.

@@ -7,6 +7,8 @@
 #   scripts/services.sh redis-extra five Redis servers for Redlock (6380-6384)
 #   scripts/services.sh galera      a 3-node MariaDB Galera cluster (3311-3313)
 #   scripts/services.sh promtool    Prometheus's promtool, for docs/alerts.yml
+#   scripts/services.sh curator     Curator's recipes for Java, for zklock's
+#                                   interoperability tests
 #   scripts/services.sh pgbouncer   PgBouncer before PostgreSQL: session
 #                                   pooling on 6432, transaction on 6433,
 #                                   statement on 6434
@@ -37,6 +39,29 @@ wait_port() { # port name seconds
 }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# deb_install [--lean] WHAT PACKAGE...: installs Debian's packages
+# (without their recommendations if --lean; apt-get update once if the
+# first try fails), logging to $DIR/apt-PACKAGE.log.
+deb_install() {
+	local lean=()
+	if [ "$1" = --lean ]; then
+		lean=(--no-install-recommends)
+		shift
+	fi
+	local what=$1
+	shift
+	local apt_log="$DIR/apt-$1.log"
+	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+		log "$what is not installed and this is not root: apt-get install $*"
+		return 1
+	fi
+	log "installing Debian's $* package(s)"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${lean[@]}" "$@" >"$apt_log" 2>&1 ||
+		{ as_root apt-get update -q >>"$apt_log" 2>&1 &&
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${lean[@]}" "$@" >>"$apt_log" 2>&1; } ||
+		{ log "apt-get install $* failed, see $apt_log"; return 1; }
+}
 
 postgres_up() {
 	port_open 5432 && return 0
@@ -79,15 +104,7 @@ redis_start() { # port
 
 zk_install() {
 	[ -f /usr/share/java/zookeeper.jar ] && return 0
-	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
-		log "ZooKeeper is not installed and this is not root: apt-get install zookeeper"
-		return 1
-	fi
-	log "installing Debian's zookeeper package"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >"$DIR/apt.log" 2>&1 ||
-		{ as_root apt-get update -q >>"$DIR/apt.log" 2>&1 &&
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >>"$DIR/apt.log" 2>&1; } ||
-		{ log "apt-get install zookeeper failed, see $DIR/apt.log"; return 1; }
+	deb_install ZooKeeper zookeeper
 }
 
 # zk_start NAME CLIENT_PORT [SERVERS...]: one ZooKeeper JVM with its own
@@ -168,15 +185,7 @@ zk_ensemble() {
 
 etcd_install() {
 	command -v etcd >/dev/null && return 0
-	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
-		log "etcd is not installed and this is not root: apt-get install etcd-server"
-		return 1
-	fi
-	log "installing Debian's etcd-server package"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >"$DIR/apt-etcd.log" 2>&1 ||
-		{ as_root apt-get update -q >>"$DIR/apt-etcd.log" 2>&1 &&
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >>"$DIR/apt-etcd.log" 2>&1; } ||
-		{ log "apt-get install etcd-server failed, see $DIR/apt-etcd.log"; return 1; }
+	deb_install etcd etcd-server
 }
 
 # etcd_start NAME CLIENT_PORT PEER_PORT [CLUSTER]: one etcd member with its
@@ -218,15 +227,7 @@ etcd_cluster() {
 
 pgbouncer_install() {
 	command -v pgbouncer >/dev/null && return 0
-	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
-		log "PgBouncer is not installed and this is not root: apt-get install pgbouncer"
-		return 1
-	fi
-	log "installing Debian's pgbouncer package"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >"$DIR/apt-pgbouncer.log" 2>&1 ||
-		{ as_root apt-get update -q >>"$DIR/apt-pgbouncer.log" 2>&1 &&
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >>"$DIR/apt-pgbouncer.log" 2>&1; } ||
-		{ log "apt-get install pgbouncer failed, see $DIR/apt-pgbouncer.log"; return 1; }
+	deb_install PgBouncer pgbouncer
 }
 
 # pgbouncer_start MODE PORT: a PgBouncer with pool_mode MODE on PORT in
@@ -325,15 +326,7 @@ EOF
 
 galera_install() {
 	[ -f /usr/lib/galera/libgalera_smm.so ] && command -v mariadbd >/dev/null && command -v rsync >/dev/null && return 0
-	if [ "$(id -u)" != 0 ]; then
-		log "Galera is not installed and this is not root: apt-get install galera-4 mariadb-server rsync"
-		return 1
-	fi
-	log "installing Debian's galera-4, mariadb-server and rsync packages"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q galera-4 mariadb-server rsync >"$DIR/apt-galera.log" 2>&1 ||
-		{ as_root apt-get update -q >>"$DIR/apt-galera.log" 2>&1 &&
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q galera-4 mariadb-server rsync >>"$DIR/apt-galera.log" 2>&1; } ||
-		{ log "apt-get install galera-4 failed, see $DIR/apt-galera.log"; return 1; }
+	deb_install Galera galera-4 mariadb-server rsync
 }
 
 # galera_up: the cluster's first node bootstraps it (unless a node
@@ -376,15 +369,14 @@ galera_wait() {
 # which the tests run on docs/alerts.yml.
 promtool_install() {
 	command -v promtool >/dev/null && return 0
-	if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
-		log "promtool is not installed and this is not root: apt-get install prometheus"
-		return 1
-	fi
-	log "installing Debian's prometheus package (for promtool)"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >"$DIR/apt-prometheus.log" 2>&1 ||
-		{ as_root apt-get update -q >>"$DIR/apt-prometheus.log" 2>&1 &&
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >>"$DIR/apt-prometheus.log" 2>&1; } ||
-		{ log "apt-get install prometheus failed, see $DIR/apt-prometheus.log"; return 1; }
+	deb_install --lean promtool prometheus
+}
+
+# curator_install: Curator's recipes for Java (Debian's
+# libcurator-recipes-java), which zklock's interoperability tests run.
+curator_install() {
+	[ -f /usr/share/java/curator-recipes.jar ] && command -v java >/dev/null && return 0
+	deb_install --lean Curator libcurator-recipes-java default-jre-headless
 }
 
 redis_extra() {
@@ -422,10 +414,11 @@ redis-extra) redis_extra ;;
 pgbouncer) pgbouncer_up ;;
 galera) galera_up ;;
 promtool) promtool_install ;;
+curator) curator_install ;;
 status) status ;;
 down) down ;;
 *)
-	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|galera|promtool|status|down" >&2
+	echo "usage: $0 up|zk-ensemble|etcd-cluster|redis-extra|pgbouncer|galera|promtool|curator|status|down" >&2
 	exit 2
 	;;
 esac

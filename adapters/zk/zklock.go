@@ -66,6 +66,12 @@
 // NewReadWrite (Curator's InterProcessReadWriteLock) and NewSemaphore
 // (InterProcessSemaphoreV2) use the same queue, each waiter still woken
 // only by the node it waits for.
+//
+// Java clients: a Locker's lock of name and Curator's InterProcessMutex
+// (or LeaderSelector) on root/name exclude each other both ways, being
+// the same recipe. NewReadWrite and NewSemaphore keep nodes of their own
+// layout and do not see Curator's read-write lock or semaphore:
+// docs/deployments.md says why and what to use.
 package zklock
 
 import (
