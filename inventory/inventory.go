@@ -260,15 +260,47 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if s.strategy == Redis && s.gate == nil {
 		return nil, errors.New("inventory: the redis strategy needs WithRedis")
 	}
-	d, err := sqldialect.Of(context.Background(), db)
+	ctx := context.Background()
+	d, err := sqldialect.Of(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	if d == sqldialect.Postgres {
+		if err := checkPooler(ctx, db); err != nil {
+			return nil, fmt.Errorf("inventory: %w", err)
+		}
 	}
 	s.q = &postgresQueries
 	if d == sqldialect.MySQL {
 		s.q = &mysqlQueries
 	}
 	return s, nil
+}
+
+// checkPooler refuses a PostgreSQL reached through a pooler the Store's
+// statements or transactions do not survive: pgx's named statements
+// (sqldialect.CheckPooledStatements), or a pooler that runs no
+// transactions (PgBouncer's statement pooling), where every reservation
+// would fail. It asks the server only behind a pooler pgx shows.
+func checkPooler(ctx context.Context, db *sql.DB) error {
+	if err := sqldialect.CheckPooledStatements(ctx, db); err != nil {
+		return err
+	}
+	if pooled, _, _ := sqldialect.KnownPooler(db); !pooled {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err == nil {
+		if _, err = tx.ExecContext(ctx, "SELECT 1"); err != nil {
+			_ = tx.Rollback() // the statement's error says why
+		} else {
+			err = tx.Rollback()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the pooler before PostgreSQL runs no transactions (PgBouncer's statement pooling?), and each reservation is one: use session or transaction pooling (%w)", err)
+	}
+	return nil
 }
 
 // Strategy returns the Store's strategy.

@@ -97,59 +97,59 @@ func balanced(t *testing.T, it inventory.Item) {
 // TestContention: 300 buyers of one unit each race for 100 units, 64 at
 // a time; a reader watches the item meanwhile. Exactly 100 are reserved,
 // 200 told sold out, and every read balances.
-func TestContention(t *testing.T) {
-	each(t, func(t *testing.T, db *sql.DB, st inventory.Strategy) {
-		ctx := ctxT(t)
-		s := store(t, db, inventory.WithStrategy(st))
-		if err := s.AddItem(ctx, "hot", 100, 0); err != nil {
-			t.Fatal(err)
-		}
-		stop := make(chan struct{})
-		reads := watch(t, s, "hot", stop)
-		var granted, soldOut atomic.Int64
-		sem := make(chan struct{}, 64)
-		var wg sync.WaitGroup
-		for u := range 300 {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				res, err := s.Reserve(ctx, fmt.Sprint("r", u), int64(u+1), "hot", 1)
-				switch {
-				case err == nil && res.State == inventory.Reserved:
-					granted.Add(1)
-				case errors.Is(err, inventory.ErrSoldOut) && res.State == inventory.Rejected:
-					soldOut.Add(1)
-				default:
-					t.Errorf("user %d: %+v, %v", u+1, res, err)
-				}
-			}()
-		}
-		wg.Wait()
-		close(stop)
-		if n := <-reads; n == 0 {
-			t.Error("the reader read nothing")
-		}
-		if granted.Load() != 100 || soldOut.Load() != 200 {
-			t.Errorf("%d reserved, %d sold out; want 100, 200", granted.Load(), soldOut.Load())
-		}
-		it, err := s.Item(ctx, "hot")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if it.Available != 0 || it.Reserved != 100 {
-			t.Errorf("item %+v, want 0 available, 100 reserved", it)
-		}
-		balanced(t, it)
-		var rows int
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM inventory_reservations WHERE state = 'reserved'").Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
-		if rows != 100 {
-			t.Errorf("%d reservation rows reserved, want 100", rows)
-		}
-	})
+func TestContention(t *testing.T) { each(t, contention) }
+
+func contention(t *testing.T, db *sql.DB, st inventory.Strategy) {
+	ctx := ctxT(t)
+	s := store(t, db, inventory.WithStrategy(st))
+	if err := s.AddItem(ctx, "hot", 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	reads := watch(t, s, "hot", stop)
+	var granted, soldOut atomic.Int64
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for u := range 300 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := s.Reserve(ctx, fmt.Sprint("r", u), int64(u+1), "hot", 1)
+			switch {
+			case err == nil && res.State == inventory.Reserved:
+				granted.Add(1)
+			case errors.Is(err, inventory.ErrSoldOut) && res.State == inventory.Rejected:
+				soldOut.Add(1)
+			default:
+				t.Errorf("user %d: %+v, %v", u+1, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if n := <-reads; n == 0 {
+		t.Error("the reader read nothing")
+	}
+	if granted.Load() != 100 || soldOut.Load() != 200 {
+		t.Errorf("%d reserved, %d sold out; want 100, 200", granted.Load(), soldOut.Load())
+	}
+	it, err := s.Item(ctx, "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Available != 0 || it.Reserved != 100 {
+		t.Errorf("item %+v, want 0 available, 100 reserved", it)
+	}
+	balanced(t, it)
+	var rows int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM inventory_reservations WHERE sku = 'hot' AND state = 'reserved'").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 100 {
+		t.Errorf("%d reservation rows reserved, want 100", rows)
+	}
 }
 
 // watch reads the item until stop closes, failing t on a read that does
@@ -182,66 +182,66 @@ func watch(t *testing.T, s *inventory.Store, sku string, stop <-chan struct{}) <
 // once, for an item limited to 4 units a user. No user ends over 4, the
 // units reserved match the item's, and a request is rejected only when
 // it would have gone over.
-func TestPerUserLimit(t *testing.T) {
-	each(t, func(t *testing.T, db *sql.DB, st inventory.Strategy) {
-		ctx := ctxT(t)
-		s := store(t, db, inventory.WithStrategy(st))
-		if err := s.AddItem(ctx, "limited", 1000, 4); err != nil {
-			t.Fatal(err)
+func TestPerUserLimit(t *testing.T) { each(t, perUserLimit) }
+
+func perUserLimit(t *testing.T, db *sql.DB, st inventory.Strategy) {
+	ctx := ctxT(t)
+	s := store(t, db, inventory.WithStrategy(st))
+	if err := s.AddItem(ctx, "limited", 1000, 4); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	held := map[int64]int{}
+	var wg sync.WaitGroup
+	for u := range 40 {
+		for i := range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				qty := 1 + (u+i)%3
+				res, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprintf("u%d-%d", u, i), UserID: int64(u + 1), SKU: "limited", Qty: qty})
+				switch {
+				case err == nil:
+					mu.Lock()
+					held[res.UserID] += res.Qty
+					mu.Unlock()
+				case !errors.Is(err, inventory.ErrOverLimit):
+					t.Error(err)
+				}
+			}()
 		}
-		var mu sync.Mutex
-		held := map[int64]int{}
-		var wg sync.WaitGroup
-		for u := range 40 {
-			for i := range 5 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					qty := 1 + (u+i)%3
-					res, err := s.ReserveRequest(ctx, inventory.Request{RequestID: fmt.Sprintf("u%d-%d", u, i), UserID: int64(u + 1), SKU: "limited", Qty: qty})
-					switch {
-					case err == nil:
-						mu.Lock()
-						held[res.UserID] += res.Qty
-						mu.Unlock()
-					case !errors.Is(err, inventory.ErrOverLimit):
-						t.Error(err)
-					}
-				}()
-			}
+	}
+	wg.Wait()
+	total := 0
+	for u, n := range held {
+		if n > 4 {
+			t.Errorf("user %d holds %d units, over the limit of 4", u, n)
 		}
-		wg.Wait()
-		total := 0
-		for u, n := range held {
-			if n > 4 {
-				t.Errorf("user %d holds %d units, over the limit of 4", u, n)
-			}
-			if n < 2 {
-				t.Errorf("user %d holds %d units: a request that fitted was rejected", u, n)
-			}
-			total += n
+		if n < 2 {
+			t.Errorf("user %d holds %d units: a request that fitted was rejected", u, n)
 		}
-		it, err := s.Item(ctx, "limited")
-		if err != nil {
-			t.Fatal(err)
-		}
-		balanced(t, it)
-		if it.Reserved != int64(total) {
-			t.Errorf("item reserved %d, the users hold %d", it.Reserved, total)
-		}
-		// A cancel frees the user's room.
-		var id int64
-		if err := db.QueryRowContext(ctx, "SELECT min(id) FROM inventory_reservations WHERE user_id = 1 AND state = 'reserved'").Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Cancel(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "after-cancel", UserID: 1, SKU: "limited", Qty: 4 - held[1] + res.Qty}); err != nil {
-			t.Errorf("reserving the cancelled units again: %v", err)
-		}
-	})
+		total += n
+	}
+	it, err := s.Item(ctx, "limited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	balanced(t, it)
+	if it.Reserved != int64(total) {
+		t.Errorf("item reserved %d, the users hold %d", it.Reserved, total)
+	}
+	// A cancel frees the user's room.
+	var id int64
+	if err := db.QueryRowContext(ctx, "SELECT min(id) FROM inventory_reservations WHERE user_id = 1 AND sku = 'limited' AND state = 'reserved'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Cancel(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReserveRequest(ctx, inventory.Request{RequestID: "after-cancel", UserID: 1, SKU: "limited", Qty: 4 - held[1] + res.Qty}); err != nil {
+		t.Errorf("reserving the cancelled units again: %v", err)
+	}
 }
 
 // TestIdempotent: a request retried, in sequence or many at once, gets

@@ -57,6 +57,8 @@ type Table struct {
 // NewTable describes table name with primary key column id and version
 // column version (an integer) in db, opened with any database/sql driver
 // (the dialect is told at first use, see tablelock.New). It does no I/O.
+// Behind a connection pooler (PgBouncer), the first use refuses pgx's
+// default query mode, whose prepared statements do not survive the pooler.
 func NewTable(db *sql.DB, name, id, version string) (*Table, error) {
 	if db == nil {
 		return nil, errors.New("optimistic: nil *sql.DB")
@@ -86,6 +88,9 @@ func (t *Table) dialect(ctx context.Context) (sqldialect.Dialect, error) {
 		return t.d, nil
 	}
 	d, err := sqldialect.Of(ctx, t.db)
+	if err == nil && d == sqldialect.Postgres {
+		err = sqldialect.CheckPooledStatements(ctx, t.db)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("optimistic: %w", err)
 	}

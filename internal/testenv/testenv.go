@@ -16,7 +16,9 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -213,6 +215,35 @@ func PgBouncerDSN(t testing.TB, pooling, queryMode string) string {
 		q.Set("default_query_exec_mode", queryMode)
 	}
 	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// FreshPgBouncerDSN is PgBouncerDSN to a database of its own, made for
+// t and dropped when it ends. (PgBouncer drops a search_path sent at
+// startup, so Fresh's schemas do not reach through it.)
+func FreshPgBouncerDSN(t testing.TB, pooling, queryMode string) string {
+	t.Helper()
+	dsn := PgBouncerDSN(t, pooling, queryMode)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "dlock_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := Postgres(t).ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := Postgres(t).ExecContext(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
 	return u.String()
 }
 
