@@ -105,11 +105,23 @@ func Do(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx
 		return err
 	}
 	d, err := sqldialect.Of(ctx, db)
+	if err == nil && d == sqldialect.MySQL {
+		err = sqldialect.CheckGaleraTransactions(ctx, db)
+	}
 	if err != nil {
 		return fmt.Errorf("pessimistic: %w", err)
 	}
 	return retry(ctx, &cfg, func() error { return once(ctx, db, d, fn, &cfg) })
 }
+
+// ErrGaleraPrepared is returned by Do, before any transaction, on a node
+// of a MariaDB Galera cluster reached with go-sql-driver/mysql's
+// server-side prepared statements (its default): a transaction another
+// node's commit aborts can then go on without its error, its later
+// statements committing alone (measured: lost increments, and
+// transactions that kept part of their writes). With interpolateParams=true
+// in the DSN the error arrives and Do retries the transaction.
+var ErrGaleraPrepared = sqldialect.ErrGaleraPrepared
 
 // retry runs once, a whole transaction, again after a jittered pause
 // while it ends in a deadlock or serialization failure, at most

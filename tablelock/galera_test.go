@@ -9,14 +9,31 @@ import (
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/election/electiontest"
 	"github.com/dlockhq/dlock/internal/testenv"
+	"github.com/dlockhq/dlock/schedlock/schedlocktest"
 )
 
 // TestGalera runs the conformance suite on a 3-node MariaDB Galera
 // cluster, each new Locker on the next node: the lock table's rows are
 // replicated and certified, so Lockers on different nodes exclude each
 // other, and a certification conflict is a retry, not a second holder.
-func TestGalera(t *testing.T) {
+func TestGalera(t *testing.T) { dlocktest.Run(t, galeraHarness(t)) }
+
+// Elections and jobs over Lockers on different Galera nodes: one leader,
+// terms that grow, each slot run once.
+func TestGaleraElection(t *testing.T) {
+	h := galeraHarness(t)
+	electiontest.Run(t, electiontest.Harness{New: h.New, Broken: h.Broken})
+}
+
+func TestGaleraJobs(t *testing.T) {
+	schedlocktest.Run(t, schedlocktest.Harness{New: galeraHarness(t).New})
+}
+
+// galeraHarness is the conformance harness on the Galera cluster, each
+// new Locker on the next node.
+func galeraHarness(t *testing.T) dlocktest.Harness {
 	dsns := testenv.GaleraDSNs(t)
 	dbs := make([]*sql.DB, len(dsns))
 	for i, dsn := range dsns {
@@ -32,7 +49,7 @@ func TestGalera(t *testing.T) {
 	h.New = func(t *testing.T, opts ...dlock.Option) dlock.Locker {
 		return newLocker(t, dbs[next.Add(1)%int64(len(dbs))], opts...)
 	}
-	dlocktest.Run(t, h)
+	return h
 }
 
 // A Galera node killed under its holder: the holder's lease ends at its

@@ -395,8 +395,11 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 	err = tx.QueryRowContext(ctx, `SELECT owner, token, IFNULL(payload, '') FROM dlock_locks
 		WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, name).Scan(&h.Owner, &h.Token, &h.Payload)
 	if err == nil {
+		// The hold read, and only it: should the transaction be gone
+		// under this statement (a Galera node that aborted it without
+		// the error arriving), the UPDATE alone still ends no other hold.
 		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, payload = NULL, reentry = 0, expires_at = '1970-01-01',
-			token = GREATEST(token + 1, `+myClock+`) WHERE name = ?`, name)
+			token = GREATEST(token + 1, `+myClock+`) WHERE name = ? AND owner = ? AND token = ?`, name, h.Owner, h.Token)
 	}
 	if err != nil {
 		return errors.Join(err, tx.Rollback())
