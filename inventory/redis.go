@@ -158,7 +158,32 @@ func (g *redisGate) attempt(r Request) string {
 
 // take asks the gate for r's units, and returns its verdict.
 func (g *redisGate) take(ctx context.Context, r Request, attempt string) (int, error) {
-	return takeScript.Run(ctx, g.c, g.keys(r.SKU), r.RequestID, r.Qty, attempt).Int()
+	ctx, cancel := g.bounded(ctx)
+	defer cancel()
+	v, err := takeScript.Run(ctx, g.c, g.keys(r.SKU), r.RequestID, r.Qty, attempt).Int()
+	g.failed(err)
+	return v, err
+}
+
+// gateTimeout bounds each call a request makes to the gate: the gate
+// only spares the database the requests it turns away, and a request
+// whose call fails goes to the database, which decides alone. (go-redis's
+// Cluster client retried a killed master for 9–14 s per call, long after
+// its replica took over, until it reloaded its slot map.)
+const gateTimeout = time.Second
+
+// bounded is ctx bounded by gateTimeout.
+func (g *redisGate) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, gateTimeout)
+}
+
+// failed notes a call that failed with err: on a Cluster the node may
+// have been failed over, and the client reloads its slot map (in the
+// background), so the next calls find the new master.
+func (g *redisGate) failed(err error) {
+	if c, ok := g.c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
+		c.ReloadState(context.Background())
+	}
 }
 
 // entry is one grant in the outbox: "<µs by Redis's clock>:<user>:<qty>:<attempt>".
@@ -226,7 +251,9 @@ func (s *Store) settleGrant(ctx context.Context, sku, requestID, attempt string,
 		back = o.res.Qty
 	}
 	// An error (ctx ended, Redis gone) leaves the entry for Reconcile.
-	_ = settleScript.Run(ctx, s.gate.c, s.gate.keys(sku), requestID, attempt, back).Err()
+	gctx, cancel := s.gate.bounded(ctx)
+	defer cancel()
+	s.gate.failed(settleScript.Run(gctx, s.gate.c, s.gate.keys(sku), requestID, attempt, back).Err())
 	if o.fresh && errors.Is(o.res.Reason, ErrSoldOut) {
 		s.repair(ctx, sku)
 	}
@@ -252,7 +279,9 @@ func (s *Store) giveBack(ctx context.Context, sku string, qty int) {
 	if s.strategy != Redis {
 		return
 	}
-	_ = giveBackScript.Run(ctx, s.gate.c, s.gate.keys(sku)[:1], qty).Err()
+	ctx, cancel := s.gate.bounded(ctx)
+	defer cancel()
+	s.gate.failed(giveBackScript.Run(ctx, s.gate.c, s.gate.keys(sku)[:1], qty).Err())
 }
 
 // rebuildLost rebuilds sku's count if it is missing, once in the process
@@ -264,7 +293,10 @@ func (s *Store) rebuildLost(ctx context.Context, sku string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	n, err := s.gate.c.Exists(ctx, s.gate.keys(sku)[0]).Result()
+	gctx, cancel := s.gate.bounded(ctx)
+	n, err := s.gate.c.Exists(gctx, s.gate.keys(sku)[0]).Result()
+	cancel()
+	s.gate.failed(err)
 	if err != nil || n == 1 {
 		return err
 	}
