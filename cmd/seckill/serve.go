@@ -65,7 +65,7 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.redis, "redis", servers.RedisAddr(), "the redis strategy's Redis server ($"+servers.RedisEnv+")")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "inventory:", "the redis strategy's keys' prefix: services whose inventories are in different databases and share one Redis need different ones")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Minute, "how long a reservation waits for its confirm")
-	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet)")
+	fs.DurationVar(&o.sweep, "sweep", time.Second, "how often expired reservations are swept (on one process of the fleet); they are back within --ttl + --sweep + max(3 × --sweep, 2s), a killed process included")
 	fs.IntVar(&o.adm.PerUser, "per-user", 4, "requests of one user in flight before 429")
 	fs.IntVar(&o.adm.PerItem, "per-item", 1024, "reservations of one item in flight before 429")
 	fs.IntVar(&o.conns, "conns", 16, "database connections")
@@ -142,6 +142,14 @@ func openRedis(ctx context.Context, addr string) (*redis.Client, error) {
 	return c, nil
 }
 
+// sweeperTTL is the TTL of the lock-table lock the fleet's sweep runs
+// under (renewed while a sweep runs): the longest a sweeping process that
+// is killed holds the next sweeps back. Expired reservations are back
+// within --ttl + --sweep + sweeperTTL, a kill included.
+func sweeperTTL(sweep time.Duration) time.Duration {
+	return min(dlock.DefaultTTL, max(3*sweep, 2*time.Second))
+}
+
 // serve runs the inventory service until SIGINT or SIGTERM: the HTTP API
 // and the fleet's sweeper, which runs on one serving process at a time
 // under a lock-table schedlock slot.
@@ -166,7 +174,7 @@ func serve(o serveOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	locker, err := tablelock.New(db, dlock.WithTTL(min(dlock.DefaultTTL, max(o.sweep, time.Minute))))
+	locker, err := tablelock.New(db, dlock.WithTTL(sweeperTTL(o.sweep)))
 	if err != nil {
 		return err
 	}
