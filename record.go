@@ -100,3 +100,19 @@ func (c *Client) recorder(ctx context.Context, what, name string) (Recorder, err
 	}
 	return rec, nil
 }
+
+// Watcher is implemented by Lockers whose server pushes changes (etcd and
+// ZooKeeper watches): what Inspect and Recorded report of a name changes,
+// and Watch says so. election's Observe reads who leads at each change
+// where its Locker is a Watcher, and at an interval where it is not.
+type Watcher interface {
+	// Watch returns a channel that receives after each change of the
+	// lock or the record of any of names: a grant, a release, an expiry,
+	// a record written. It is buffered and sends never block, so a slow
+	// receiver misses repeats, never the last change. Watch returns once
+	// the server watches, so a change made after it returns is reported.
+	// The channel closes when ctx ends, or when the server's watch ends
+	// (a lost connection): watch again then. Names are validated before
+	// any I/O.
+	Watch(ctx context.Context, names ...string) (<-chan struct{}, error)
+}

@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Inspect", s.inspect)
 	t.Run("List", s.list)
 	t.Run("ForceRelease", s.forceRelease)
+	t.Run("Watch", s.watch)
 	t.Run("LockOptions", s.lockOptions)
 	t.Run("DoneAndErr", s.doneAndErr)
 	t.Run("Do", s.do)
@@ -663,6 +664,83 @@ func (s suite) list(t *testing.T) {
 	}, "the waiter counted by List")
 	stop()
 	<-gaveUp
+}
+
+// watch checks dlock.Watcher, where the Locker has it: another Locker's
+// grant, its release, and a record written each push a change; a name
+// not watched pushes none; the channel closes with ctx; a bad name is
+// refused before any I/O.
+func (s suite) watch(t *testing.T) {
+	l := s.h.New(t)
+	w, ok := l.(dlock.Watcher)
+	if !ok {
+		t.Skipf("%T does not push changes", l)
+	}
+	ctx := ctxT(t)
+	if _, err := w.Watch(ctx, ""); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Fatalf("Watch of an empty name: %v, want ErrInvalidName", err)
+	}
+	name, other := Name(t), Name(t)
+	wctx, stop := context.WithCancel(ctx)
+	changes, err := w.Watch(wctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := func(what string) {
+		t.Helper()
+		select {
+		case _, open := <-changes:
+			if !open {
+				t.Fatalf("the watch closed before %s", what)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no change pushed after %s", what)
+		}
+	}
+	// quiet drains the pushes of what went before.
+	quiet := func() {
+		for {
+			select {
+			case <-changes:
+			case <-time.After(300 * time.Millisecond):
+				return
+			}
+		}
+	}
+	holder := s.h.New(t)
+	lease := mustLock(t, ctx, holder, name)
+	pushed("a grant")
+	quiet()
+	if r, ok := holder.(dlock.Recorder); ok {
+		if err := r.Record(ctx, name, lease.Token(), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		pushed("a record written")
+		quiet()
+	}
+	o := mustLock(t, ctx, s.h.New(t), other)
+	select {
+	case <-changes:
+		t.Fatal("a change pushed for a name not watched")
+	case <-time.After(500 * time.Millisecond):
+	}
+	_ = o.Unlock(ctx)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pushed("a release")
+	stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, open := <-changes:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the watch did not close when its ctx ended")
+		}
+	}
 }
 
 // forceRelease checks dlock.ForceReleaser, where the backend has it: a

@@ -16,7 +16,9 @@
 // only then lets the next candidate win. A candidate whose connection or
 // session is gone stops campaigning with the backend's error.
 //
-// What it is not: Observe reads who leads at an interval (any Locker can
-// be read, few can push), so a leader that led for less than the
-// interval may go unseen; it never reports a change out of order.
+// Observe reads who leads at each change the server pushes where the
+// Locker is a dlock.Watcher (etcd, ZooKeeper), and at an interval
+// elsewhere (any Locker can be read, few can push): there a leader that
+// led for less than the interval may go unseen. It never reports a
+// change out of order.
 package election

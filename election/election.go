@@ -72,9 +72,11 @@ func WithHandOver(d time.Duration) Option {
 	}
 }
 
-// WithObserveInterval sets how often Observe reads who leads:
-// DefaultObserveInterval by default. A leader that led for less than
-// the interval may go unseen; a change is never reported out of order.
+// WithObserveInterval sets how often Observe reads who leads on a Locker
+// that does not push changes (dlock.Watcher), and how soon it retries a
+// failed read: DefaultObserveInterval by default. A leader that led for
+// less than the interval may go unseen; a change is never reported out
+// of order.
 func WithObserveInterval(d time.Duration) Option {
 	return func(e *Election) error {
 		if d <= 0 {
@@ -210,21 +212,36 @@ type Observation struct {
 // until ctx ends; then it closes the channel. A change is never reported
 // out of order: no leader with a smaller term than one already reported.
 // A reader too slow to receive misses intermediate changes, never the
-// latest. Reads that fail are retried at the next interval.
+// latest. Where the Locker is a dlock.Watcher (etcd, ZooKeeper), Observe
+// reads at each change the server pushes, and every WatchFallback in
+// case a watch was lost; elsewhere it reads every interval
+// (WithObserveInterval), and a leader that led for less may go unseen.
+// Reads that fail are retried at the next interval.
 func (e *Election) Observe(ctx context.Context) <-chan Observation {
 	out := make(chan Observation, 1)
 	go e.observe(ctx, out)
 	return out
 }
 
+// WatchFallback is how often Observe reads who leads on a Locker that
+// pushes changes, in case a watch was lost without a word.
+const WatchFallback = 10 * time.Second
+
 func (e *Election) observe(ctx context.Context, out chan Observation) {
 	defer close(out)
 	o := observer{}
-	tick := time.NewTicker(e.interval)
-	defer tick.Stop()
+	w, pushes := e.l.(dlock.Watcher)
+	var changes <-chan struct{} // nil: not watching (yet)
 	for {
+		if pushes && changes == nil {
+			// Watching before the read: a change after it is pushed.
+			if c, err := w.Watch(ctx, e.name, recordPrefix+e.name); err == nil {
+				changes = c
+			}
+		}
 		l, err := e.Leader(ctx)
-		if err == nil || errors.Is(err, ErrNoLeader) {
+		read := err == nil || errors.Is(err, ErrNoLeader)
+		if read {
 			if ob, changed := o.see(l, err == nil); changed {
 				select {
 				case out <- ob:
@@ -233,11 +250,40 @@ func (e *Election) observe(ctx context.Context, out chan Observation) {
 				}
 			}
 		}
+		wait := e.interval
+		if changes != nil && read {
+			wait = WatchFallback
+		}
+		if !e.await(ctx, wait, &changes) {
+			return
+		}
+	}
+}
+
+// await waits for a pushed change, or for wait, and reports whether ctx
+// is still live. A watch that ended is dropped (*changes becomes nil, to
+// watch again), and the next read waits an interval more, so a watch
+// the server keeps ending does not make Observe spin.
+func (e *Election) await(ctx context.Context, wait time.Duration, changes *<-chan struct{}) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case _, ok := <-*changes:
+		if ok {
+			return true
+		}
+		*changes = nil
+		t.Reset(e.interval)
 		select {
 		case <-ctx.Done():
-			return
-		case <-tick.C:
+			return false
+		case <-t.C:
+			return true
 		}
+	case <-t.C:
+		return true
 	}
 }
 

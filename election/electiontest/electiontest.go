@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResignHandsOver", s.resignHandsOver)
 	t.Run("HandOverBound", s.handOverBound)
 	t.Run("LeaderAndObserve", s.leaderAndObserve)
+	t.Run("ObservePushes", s.observePushes)
 	t.Run("LostLeadership", s.lostLeadership)
 	if !h.OwnServers {
 		t.Run("PausedLeader", s.pausedLeader)
@@ -234,6 +235,49 @@ func (s suite) handOverBound(t *testing.T) {
 
 // leaderAndObserve: Leader and Observe report each leader, its value,
 // its proclaimed values and the vacancies between them, in order.
+// observePushes: on a Locker that pushes changes (dlock.Watcher), Observe
+// reports a new leader, a proclaimed value and a vacancy within moments,
+// with an interval too long for any read at an interval to see them.
+func (s suite) observePushes(t *testing.T) {
+	l := s.h.New(t)
+	if _, ok := l.(dlock.Watcher); !ok {
+		t.Skipf("%T does not push changes: Observe reads at an interval (LeaderAndObserve)", l)
+	}
+	name := dlocktest.Name(t)
+	ctx := ctxT(t)
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	obs := s.electionOn(t, l, name, election.WithObserveInterval(time.Hour)).Observe(octx)
+	const prompt = 3 * time.Second
+	next := func(what string, ok func(election.Observation) bool) {
+		t.Helper()
+		deadline := time.After(prompt)
+		for {
+			select {
+			case o, open := <-obs:
+				if !open {
+					t.Fatalf("Observe closed while waiting for %s", what)
+				}
+				if ok(o) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Observe did not report %s within %v (its interval is an hour)", what, prompt)
+			}
+		}
+	}
+	isVacant := func(o election.Observation) bool { return o.Vacant }
+	next("the vacancy at the start", isVacant)
+	a := campaign(t, ctx, s.election(t, name), "a1")
+	next("the leader", func(o election.Observation) bool { return !o.Vacant && o.Leader.Term == a.Term() })
+	if err := a.Proclaim(ctx, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	next("the proclaimed value", func(o election.Observation) bool { return !o.Vacant && o.Leader.Value == "a2" })
+	resign(t, a)
+	next("the vacancy after Resign", isVacant)
+}
+
 func (s suite) leaderAndObserve(t *testing.T) {
 	name := dlocktest.Name(t)
 	ctx := ctxT(t)
