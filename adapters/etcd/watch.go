@@ -35,25 +35,38 @@ func (l *Locker) Watch(ctx context.Context, names ...string) (<-chan struct{}, e
 			l.b.client.Watch(wctx, l.b.prefix(n), clientv3.WithPrefix(), clientv3.WithCreatedNotify()),
 			l.b.client.Watch(wctx, l.b.recordKey(n), clientv3.WithCreatedNotify()))
 	}
-	for _, ch := range chans { // in place once each says it was created
+	if err := created(ctx, wctx, chans); err != nil {
+		cancel()
+		return nil, fmt.Errorf("etcdlock: Watch: %w", err)
+	}
+	return merged(chans, cancel), nil
+}
+
+// created waits until etcd says each watch of chans is in place.
+func created(ctx, wctx context.Context, chans []clientv3.WatchChan) error {
+	for _, ch := range chans {
 		select {
 		case resp, ok := <-ch:
 			if err := resp.Err(); !ok || err != nil || !resp.Created {
-				cancel()
-				return nil, fmt.Errorf("etcdlock: Watch: %w", errors.Join(err, wctx.Err(), errWatchEnded))
+				return errors.Join(err, wctx.Err(), errWatchEnded)
 			}
 		case <-ctx.Done():
-			cancel()
-			return nil, fmt.Errorf("etcdlock: Watch: %w", ctx.Err())
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+// merged is one channel for chans' events; when any watch ends, cancel
+// ends the others and it closes.
+func merged(chans []clientv3.WatchChan, cancel context.CancelFunc) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, ch := range chans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer cancel() // one ended: end them all, and close out
+			defer cancel()
 			for resp := range ch {
 				if resp.Err() != nil || resp.Canceled {
 					return
@@ -72,7 +85,7 @@ func (l *Locker) Watch(ctx context.Context, names ...string) (<-chan struct{}, e
 		cancel()
 		close(out)
 	}()
-	return out, nil
+	return out
 }
 
 // errWatchEnded is Watch's error for a watch that ended before etcd said
