@@ -24,12 +24,7 @@ func TestGateClusterFailover(t *testing.T) {
 	for _, how := range []string{"CLUSTER FAILOVER", "killed master"} {
 		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
 			servers := testenv.RedisClusterReplicated(t)
-			var addrs []string
-			for _, s := range servers {
-				addrs = append(addrs, s.Addr)
-			}
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 16})
-			t.Cleanup(func() { c.Close() })
+			c := testenv.RedisClusterClient(t, servers)
 			db := database(t, "pgx")
 			s, err := inventory.New(db, inventory.WithStrategy(inventory.Redis), inventory.WithRedis(c, prefix(t)))
 			if err != nil {
@@ -85,35 +80,13 @@ func TestGateClusterFailover(t *testing.T) {
 // replica, or by killing it.
 func failOver(ctx context.Context, t *testing.T, how string, c *redis.ClusterClient, servers []*testenv.RedisServer, addr string) {
 	t.Helper()
-	if how != "CLUSTER FAILOVER" {
-		for _, s := range servers {
-			if s.Addr == addr {
-				s.Stop()
-			}
-		}
+	if how == "CLUSTER FAILOVER" {
+		testenv.FailOverRedisMaster(ctx, t, c, addr)
 		return
 	}
-	nodes, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var id, replica string
-	for _, line := range strings.Split(nodes, "\n") {
-		if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[1], addr+"@") {
-			id = f[0]
+	for _, s := range servers {
+		if s.Addr == addr {
+			s.Stop()
 		}
-	}
-	for _, line := range strings.Split(nodes, "\n") {
-		if f := strings.Fields(line); len(f) > 3 && strings.Contains(f[2], "slave") && f[3] == id {
-			replica = strings.Split(f[1], "@")[0]
-		}
-	}
-	if replica == "" {
-		t.Fatalf("no replica of %s in\n%s", addr, nodes)
-	}
-	r := redis.NewClient(&redis.Options{Addr: replica})
-	defer r.Close()
-	if err := r.ClusterFailover(ctx).Err(); err != nil {
-		t.Fatal(err)
 	}
 }

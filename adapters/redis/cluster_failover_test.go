@@ -25,15 +25,7 @@ func TestClusterFailoverMidHold(t *testing.T) {
 	for _, how := range []string{"CLUSTER FAILOVER", "killed master"} {
 		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
 			servers := testenv.RedisClusterReplicated(t)
-			var addrs []string
-			for _, s := range servers {
-				addrs = append(addrs, s.Addr)
-			}
-			cluster := func() *redis.ClusterClient {
-				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 16})
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
+			cluster := func() *redis.ClusterClient { return testenv.RedisClusterClient(t, servers) }
 			const ttl = 8 * time.Second
 			opts := []dlock.Option{dlock.WithTTL(ttl), redislock.WithReplicas(1), redislock.WithRestartWindow(dlock.MinTTL)}
 			holder, contender := newLocker(t, cluster(), opts...), newLocker(t, cluster(), opts...)
@@ -50,14 +42,9 @@ func TestClusterFailoverMidHold(t *testing.T) {
 				t.Fatal(err)
 			}
 			masterAddr := master.Options().Addr
-			replica := replicaOf(ctx, t, admin, masterAddr)
 			switch how {
 			case "CLUSTER FAILOVER":
-				c := redis.NewClient(&redis.Options{Addr: replica})
-				defer c.Close()
-				if err := c.ClusterFailover(ctx).Err(); err != nil {
-					t.Fatal(err)
-				}
+				testenv.FailOverRedisMaster(ctx, t, admin, masterAddr)
 			default:
 				for _, s := range servers {
 					if s.Addr == masterAddr {
@@ -107,30 +94,6 @@ func TestClusterFailoverMidHold(t *testing.T) {
 	}
 }
 
-// replicaOf is the address of the replica of the master at addr.
-func replicaOf(ctx context.Context, t *testing.T, c *redis.ClusterClient, addr string) string {
-	t.Helper()
-	nodes, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var masterID string
-	for _, line := range strings.Split(nodes, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 2 && strings.HasPrefix(f[1], addr+"@") {
-			masterID = f[0]
-		}
-	}
-	for _, line := range strings.Split(nodes, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 3 && strings.Contains(f[2], "slave") && f[3] == masterID {
-			return strings.Split(f[1], "@")[0]
-		}
-	}
-	t.Fatalf("no replica of %s in\n%s", addr, nodes)
-	return ""
-}
-
 // The fair lock, both sides of the read-write lock and the semaphore on a
 // Redis Cluster with replicas, when the master of their slot hands over
 // to its replica (CLUSTER FAILOVER: the replica takes over once it has
@@ -142,107 +105,47 @@ func replicaOf(ctx context.Context, t *testing.T, c *redis.ClusterClient, addr s
 func TestClusterManualFailoverOtherPrimitives(t *testing.T) {
 	const ttl = 8 * time.Second
 	opts := []dlock.Option{dlock.WithTTL(ttl)}
-	type hold struct {
-		done    <-chan struct{}
-		release func(context.Context) error
-	}
-	lease := func(l dlock.Lease) hold { return hold{l.Done(), l.Unlock} }
-	never := make(chan struct{})
 	// One cluster: after a planned failover it serves every slot again,
 	// each master with a replica.
-	var addrs []string
-	for _, s := range testenv.RedisClusterReplicated(t) {
-		addrs = append(addrs, s.Addr)
+	servers := testenv.RedisClusterReplicated(t)
+	fair := func(t *testing.T, c *redis.ClusterClient, name string) taker {
+		l, err := redislock.NewFair(c, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lockerTaker(testenv.Closing(t, l), name)
+	}
+	writer := func(t *testing.T, c *redis.ClusterClient, name string) taker {
+		return lockerTaker(newReadWrite(t, c, opts...).Write, name)
+	}
+	reader := func(t *testing.T, c *redis.ClusterClient, name string) taker {
+		return lockerTaker(newReadWrite(t, c, opts...).Read, name)
+	}
+	semaphore := func(t *testing.T, c *redis.ClusterClient, name string) taker {
+		s, err := redislock.NewSemaphore(c, name, 1, dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return semaphoreTaker(s)
 	}
 	for _, p := range []struct {
 		kind string
-		// take holds name; try is a contender's attempt on it, which
-		// must fail with ErrNotAcquired while the hold lasts.
-		take, try func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error)
+		// take makes the side that holds, try the contender's side,
+		// whose attempts must fail with ErrNotAcquired while it holds.
+		take, try func(t *testing.T, c *redis.ClusterClient, name string) taker
 	}{
-		{"fair", func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			l, err := redislock.NewFair(c, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testenv.Closing(t, l)
-			ls, err := l.Lock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}, func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			l, err := redislock.NewFair(c, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testenv.Closing(t, l)
-			ls, err := l.TryLock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}},
-		{"write_then_read", func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			ls, err := newReadWrite(t, c, opts...).Write.Lock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}, func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			ls, err := newReadWrite(t, c, opts...).Read.TryLock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}},
-		{"read_then_write", func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			ls, err := newReadWrite(t, c, opts...).Read.Lock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}, func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			ls, err := newReadWrite(t, c, opts...).Write.TryLock(ctx, name)
-			if err != nil {
-				return hold{}, err
-			}
-			return lease(ls), nil
-		}},
-		{"semaphore", func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			s, err := redislock.NewSemaphore(c, name, 1, dlock.WithTTL(ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			p, err := s.Acquire(ctx, 1)
-			if err != nil {
-				return hold{}, err
-			}
-			return hold{never, p.Release}, nil
-		}, func(t *testing.T, ctx context.Context, c *redis.ClusterClient, name string) (hold, error) {
-			s, err := redislock.NewSemaphore(c, name, 1, dlock.WithTTL(ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			p, err := s.TryAcquire(ctx, 1)
-			if err != nil {
-				return hold{}, err
-			}
-			return hold{never, p.Release}, nil
-		}},
+		{"fair", fair, fair},
+		{"write_then_read", writer, reader},
+		{"read_then_write", reader, writer},
+		{"semaphore", semaphore, semaphore},
 	} {
 		t.Run(p.kind, func(t *testing.T) {
-			cluster := func() *redis.ClusterClient {
-				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 16})
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
+			cluster := func() *redis.ClusterClient { return testenv.RedisClusterClient(t, servers) }
 			ctx, cancel := context.WithTimeout(context.Background(), 2*dlocktest.Timeout)
 			defer cancel()
 			name := dlocktest.Name(t)
-			h, err := p.take(t, ctx, cluster(), name)
+			h, err := p.take(t, cluster(), name)(ctx, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,13 +154,8 @@ func TestClusterManualFailoverOtherPrimitives(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			masterAddr := master.Options().Addr
-			c := redis.NewClient(&redis.Options{Addr: replicaOf(ctx, t, admin, masterAddr)})
-			defer c.Close()
-			if err := c.ClusterFailover(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			contender := cluster()
+			c := testenv.FailOverRedisMaster(ctx, t, admin, master.Options().Addr)
+			contender := p.try(t, cluster(), name)
 			// Past the failover (the old master is a replica again) and
 			// a while more, the contender is refused.
 			moved := false
@@ -267,7 +165,7 @@ func TestClusterManualFailoverOtherPrimitives(t *testing.T) {
 					t.Fatalf("the hold ended across a planned failover")
 				default:
 				}
-				other, err := p.try(t, ctx, contender, name)
+				other, err := contender(ctx, false)
 				if err == nil {
 					_ = other.release(ctx)
 					t.Fatalf("a contender was granted while the %s hold lasted, across a planned failover", p.kind)
@@ -287,7 +185,7 @@ func TestClusterManualFailoverOtherPrimitives(t *testing.T) {
 			if err := h.release(ctx); err != nil {
 				t.Fatalf("the %s hold's release after a planned failover: %v", p.kind, err)
 			}
-			other, err := p.try(t, ctx, contender, name)
+			other, err := contender(ctx, false)
 			if err != nil {
 				t.Fatalf("a contender after the release: %v", err)
 			}
@@ -306,4 +204,44 @@ func newReadWrite(t *testing.T, c redis.UniversalClient, opts ...dlock.Option) *
 	testenv.Closing(t, rw.Read)
 	testenv.Closing(t, rw.Write)
 	return rw
+}
+
+// hold is a lock's or a permit's hold: when it ends (never, for a
+// permit), and how to give it back.
+type hold struct {
+	done    <-chan struct{}
+	release func(context.Context) error
+}
+
+// taker takes a hold: waiting for it, or trying once.
+type taker func(ctx context.Context, wait bool) (hold, error)
+
+// lockerTaker takes l's lock of name.
+func lockerTaker(l dlock.Locker, name string) taker {
+	return func(ctx context.Context, wait bool) (hold, error) {
+		lock := l.TryLock
+		if wait {
+			lock = l.Lock
+		}
+		ls, err := lock(ctx, name)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{ls.Done(), ls.Unlock}, nil
+	}
+}
+
+// semaphoreTaker takes one of s's permits.
+func semaphoreTaker(s *redislock.Semaphore) taker {
+	return func(ctx context.Context, wait bool) (hold, error) {
+		acquire := s.TryAcquire
+		if wait {
+			acquire = s.Acquire
+		}
+		p, err := acquire(ctx, 1)
+		if err != nil {
+			return hold{}, err
+		}
+		return hold{nil, p.Release}, nil
+	}
 }
