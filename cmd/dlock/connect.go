@@ -114,6 +114,9 @@ func openRedis(_ *url.URL, s settings, opts []dlock.Option) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Reads and writes end with the command's ctx (--timeout), not at
+	// go-redis's own timeouts, and dlock makes its calls inline.
+	o.ContextTimeoutEnabled = true
 	c := redis.NewClient(o)
 	l, err := redislock.New(c, opts...)
 	if err != nil {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/dlocktest"
+	"github.com/dlockhq/dlock/internal/testenv"
 )
 
 // -h, --help and help [SUB] print the usage on stdout and exit 0, before
@@ -100,6 +102,50 @@ func TestBoundedOnUnreachableServer(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "did not answer within 1s") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("dlock %q: %d %q, want a failure saying the server did not answer within 1s, in one line", args, code, errOut)
 		}
+	}
+}
+
+// Every subcommand returns within its bound, in one line and non-zero,
+// on a frozen server of each backend: a proxy that accepts connections
+// and passes nothing. ls and inspect end at --timeout, release and watch
+// at --timeout per request, run at the bound of its first request
+// (10 s).
+func TestBoundedOnFrozenServer(t *testing.T) {
+	for backend, raw := range urls(t) {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host, _, _ := strings.Cut(u.Host, ",")
+			proxy := testenv.NewProxy(t, host)
+			proxy.Blackhole()
+			u.Host = proxy.Addr()
+			frozen := u.String()
+			for _, c := range []struct {
+				args  []string
+				bound time.Duration
+			}{
+				{[]string{"ls", "--timeout", "1s"}, time.Second},
+				{[]string{"inspect", "--timeout", "1s", "name"}, time.Second},
+				{[]string{"release", "--yes", "--timeout", "1s", "name"}, time.Second},
+				{[]string{"watch", "--timeout", "1s", "name"}, time.Second},
+				{[]string{"run", "name", "--", "true"}, defaultRequestTimeout},
+			} {
+				args := append(c.args[:1:1], append([]string{"--url", frozen}, c.args[1:]...)...)
+				start := time.Now()
+				code, _, errOut := dlockCmd(context.Background(), args...)
+				took := time.Since(start)
+				t.Logf("dlock %s on a frozen %s: %v", c.args[0], backend, took.Round(time.Millisecond))
+				if took > c.bound+2*time.Second {
+					t.Errorf("dlock %s on a frozen %s took %v, bound %v", c.args[0], backend, took, c.bound)
+				}
+				if code == 0 || !strings.Contains(errOut, "did not answer within") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+					t.Errorf("dlock %s on a frozen %s: %d %q, want a failure saying the server did not answer, in one line", c.args[0], backend, code, errOut)
+				}
+			}
+		})
 	}
 }
 

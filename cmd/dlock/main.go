@@ -39,6 +39,11 @@
 // next renewal, so its late writes are safe only where the resource
 // checks the token. It asks for confirmation unless --yes, and logs the
 // eviction on stderr.
+//
+// No subcommand waits for a server that does not answer: ls, inspect,
+// migrate and prune end at --timeout (10s when 0), each request of watch
+// and release at --timeout, and run's first request at 10s (its --timeout
+// is the wait for the lock), each with one line and status 1.
 package main
 
 import (
@@ -116,13 +121,22 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer t.shutdown()
 	if inv.sub == "run" {
+		// The server answers first, within the request bound: a wait for
+		// the lock must not be a wait for a server that is not there.
+		rctx, cancel := requestBound(ctx, 0)
+		_, err := look(rctx, t, inv.rest[0])
+		cancel()
+		if err != nil {
+			say(stderr, withCause(rctx, err))
+			return exitFailed
+		}
 		return run(ctx, t, runSpec{name: inv.rest[0], argv: inv.rest[1:], timeout: inv.timeout, grace: inv.grace, payload: inv.payload}, stdout, stderr)
 	}
 	ctx, cancel := inv.bound(ctx)
 	defer cancel()
 	err = inv.do(ctx, t, printer{w: stdout, json: inv.json}, stderr)
-	if err != nil && ctx.Err() != nil && bounded[inv.sub] {
-		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	if bounded[inv.sub] {
+		err = withCause(ctx, err)
 	}
 	if err != nil {
 		say(stderr, err)
@@ -142,9 +156,9 @@ func (inv invocation) do(ctx context.Context, t *target, out printer, stderr io.
 	case "inspect":
 		return inspect(ctx, t, inv.rest[0], out)
 	case "release":
-		return release(ctx, t, inv.rest[0], inv.yes, out, stderr)
+		return release(ctx, t, inv.rest[0], inv.yes, inv.timeout, out, stderr)
 	case "watch":
-		return watch(ctx, t, inv.rest[0], inv.interval, out)
+		return watch(ctx, t, inv.rest[0], inv.interval, inv.timeout, out)
 	case "migrate":
 		return migrate(ctx, t, inv.rest, out)
 	case "prune":
@@ -153,12 +167,14 @@ func (inv invocation) do(ctx context.Context, t *target, out printer, stderr io.
 	return fmt.Errorf("%w: unknown subcommand %q", errUsage, inv.sub)
 }
 
-// bounded are the subcommands whose requests end at --timeout (default
-// defaultRequestTimeout): run's --timeout is its wait for the lock, watch
-// watches until stopped, and release waits for its confirmation.
+// bounded are the subcommands that end at --timeout (default
+// defaultRequestTimeout) as a whole. The others bound each request
+// instead: watch watches until stopped, release waits for its
+// confirmation between two requests, and run's --timeout is its wait for
+// the lock (its first request is bounded at defaultRequestTimeout).
 var bounded = map[string]bool{"ls": true, "inspect": true, "migrate": true, "prune": true}
 
-// defaultRequestTimeout bounds a bounded subcommand whose --timeout is 0.
+// defaultRequestTimeout bounds a request whose --timeout is 0.
 const defaultRequestTimeout = 10 * time.Second
 
 // bound returns ctx, ended at --timeout for a bounded subcommand, so that
@@ -167,11 +183,24 @@ func (inv invocation) bound(ctx context.Context) (context.Context, context.Cance
 	if !bounded[inv.sub] {
 		return ctx, func() {}
 	}
-	d := inv.timeout
+	return requestBound(ctx, inv.timeout)
+}
+
+// requestBound is ctx ended after d (defaultRequestTimeout when 0), its
+// cause saying the server did not answer.
+func requestBound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d == 0 {
 		d = defaultRequestTimeout
 	}
 	return context.WithTimeoutCause(ctx, d, fmt.Errorf("the server did not answer within %v (--timeout)", d))
+}
+
+// withCause is err, said as ctx's cause when ctx ended it.
+func withCause(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != ctx.Err() {
+		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
 }
 
 // invocation is a parsed command line.
@@ -382,10 +411,12 @@ func table(w io.Writer, prefix string, held []dlock.Held) error {
 var stdin io.Reader = os.Stdin
 
 // release takes name from its holder, once the user confirms.
-func release(ctx context.Context, t *target, name string, yes bool, out printer, stderr io.Writer) error {
-	h, err := look(ctx, t, name)
+func release(ctx context.Context, t *target, name string, yes bool, timeout time.Duration, out printer, stderr io.Writer) error {
+	rctx, cancel := requestBound(ctx, timeout)
+	h, err := look(rctx, t, name)
+	cancel()
 	if err != nil {
-		return err
+		return withCause(rctx, err)
 	}
 	if !h.Held {
 		out.print(h, h.String())
@@ -398,9 +429,11 @@ func release(ctx context.Context, t *target, name string, yes bool, out printer,
 			return fmt.Errorf("%w: not released", errUsage)
 		}
 	}
-	evicted, ok, err := t.locker.ForceRelease(ctx, name)
+	rctx, cancel = requestBound(ctx, timeout)
+	defer cancel()
+	evicted, ok, err := t.locker.ForceRelease(rctx, name)
 	if err != nil {
-		return err
+		return withCause(rctx, err)
 	}
 	if !ok {
 		h = holder{Name: name, At: time.Now().UTC().Format(time.RFC3339Nano)}
@@ -432,20 +465,22 @@ func inspect(ctx context.Context, t *target, name string, out printer) error {
 }
 
 // watch prints name's state, then a line each time its holder changes,
-// until ctx ends (SIGINT).
-func watch(ctx context.Context, t *target, name string, interval time.Duration, out printer) error {
+// until ctx ends (SIGINT), or a look gets no answer within timeout.
+func watch(ctx context.Context, t *target, name string, interval, timeout time.Duration, out printer) error {
 	if interval <= 0 {
 		return fmt.Errorf("%w: --interval must be positive", errUsage)
 	}
 	var last holder
 	first := true
 	for {
-		h, err := look(ctx, t, name)
+		rctx, cancel := requestBound(ctx, timeout)
+		h, err := look(rctx, t, name)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return err
+			return withCause(rctx, err)
 		case first || h.Held != last.Held || h.Owner != last.Owner || h.Token != last.Token:
 			out.print(h, h.String())
 			first, last = false, h
@@ -468,7 +503,7 @@ func flagSet(inv *invocation, w io.Writer) *flag.FlagSet {
 	fs.BoolVar(&inv.json, "json", false, "print JSON lines")
 	fs.DurationVar(&inv.s.ttl, "ttl", dlock.DefaultTTL, "the lease's TTL (run)")
 	fs.DurationVar(&inv.interval, "interval", time.Second, "how often watch looks")
-	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes); how long ls, inspect, migrate and prune wait for the server (0: 10s)")
+	fs.DurationVar(&inv.timeout, "timeout", 0, "how long run waits for the lock (0: as long as it takes); how long ls, inspect, migrate and prune, and each request of watch and release, wait for the server (0: 10s)")
 	fs.DurationVar(&inv.grace, "grace", 10*time.Second, "how long run waits between SIGTERM and SIGKILL")
 	fs.DurationVar(&inv.idle, "idle", 24*time.Hour, "how long a free row stays before prune deletes it")
 	fs.IntVar(&inv.limit, "limit", dlock.DefaultListLimit, "how many locks ls lists at most")

@@ -28,6 +28,7 @@ type Proxy struct {
 	up      chan struct{} // closed while client → server bytes flow
 	down    chan struct{} // closed while server → client bytes flow
 	flowing chan struct{} // a closed channel
+	stopped chan struct{} // closed when the test ends: held bytes are dropped
 }
 
 // ViaProxy opens the test database of dialect ("postgres" or "mysql")
@@ -74,10 +75,11 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	open := make(chan struct{})
 	close(open)
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, up: open, down: open, flowing: open}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, up: open, down: open, flowing: open, stopped: make(chan struct{})}
 	go p.serve()
 	t.Cleanup(func() {
 		ln.Close()
+		close(p.stopped)
 		p.Cut()
 	})
 	return p
@@ -160,7 +162,11 @@ func (p *Proxy) forward(dst, src net.Conn, down bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			<-p.gate(down)
+			select {
+			case <-p.gate(down):
+			case <-p.stopped:
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
