@@ -77,7 +77,7 @@ func TestGalera(t *testing.T) {
 			var granted, refused atomic.Int64
 			var mu sync.Mutex
 			held := map[int64]int{}
-			sem := make(chan struct{}, 48)
+			sem := make(chan struct{}, 16)
 			var wg sync.WaitGroup
 			for i := range 400 {
 				user := int64(i%80 + 1) // five requests each: the limit of 3 binds
