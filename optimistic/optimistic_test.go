@@ -19,7 +19,12 @@ var drivers = append([]string{"pgx", "mysql"}, testenv.PGDrivers...)
 // of the test's own.
 func goods(t *testing.T, driver string, stock int) (*sql.DB, *optimistic.Table) {
 	t.Helper()
-	db := testenv.Fresh(t, driver)
+	return goodsIn(t, testenv.Fresh(t, driver), driver, stock)
+}
+
+// goodsIn is goods in db, a database or schema of the test's own.
+func goodsIn(t *testing.T, db *sql.DB, driver string, stock int) (*sql.DB, *optimistic.Table) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "CREATE TABLE goods (id int PRIMARY KEY, name varchar(20) NOT NULL, stock int NOT NULL, version bigint NOT NULL)"); err != nil {
 		t.Fatal(err)

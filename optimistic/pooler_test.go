@@ -3,7 +3,6 @@ package optimistic_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,20 +20,9 @@ import (
 func TestThroughPgBouncer(t *testing.T) {
 	for _, mode := range []string{"exec", "simple_protocol"} {
 		t.Run(mode, func(t *testing.T) {
-			db := testenv.Open(t, "pgx", testenv.PgBouncerDSN(t, "transaction", mode))
+			db, tbl := goodsIn(t, testenv.Open(t, "pgx", testenv.FreshPgBouncerDSN(t, "transaction", mode)), "pgx", 60)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			table := fmt.Sprintf("optimistic_pgbouncer_%s_%d", mode, time.Now().UnixNano())
-			for _, q := range []string{"CREATE TABLE " + table + " (id int PRIMARY KEY, stock int NOT NULL, version bigint NOT NULL)", "INSERT INTO " + table + " VALUES (1, 60, 1)"} {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Cleanup(func() { db.ExecContext(context.Background(), "DROP TABLE "+table) })
-			tbl, err := optimistic.NewTable(db, table, "id", "version")
-			if err != nil {
-				t.Fatal(err)
-			}
 			var sold, conflicts atomic.Int32
 			var wg sync.WaitGroup
 			for range 6 {
