@@ -18,7 +18,8 @@ var _ dlock.Watcher = (*Locker)(nil)
 
 // Watch implements dlock.Watcher: a watch on each name's directory (its
 // queue's nodes: a waiter, a grant, a release, a session that expired)
-// and one on its record node, each armed again after it fires. The
+// and one on its record node, each armed again after it fires; each
+// request ends with ctx (see request), a frozen server included. The
 // channel closes when ctx ends or ZooKeeper stops watching (the session
 // expired, or the connection closed). go-zookeeper can lose a watch when
 // it reconnects to another server (see the package doc): a watcher that
@@ -46,7 +47,7 @@ func (l *Locker) Watch(ctx context.Context, names ...string) (<-chan struct{}, e
 	}
 	for _, w := range ws { // in place before Watch returns
 		var err error
-		if w.ev, err = w.arm(); err != nil {
+		if w.ev, err = request(ctx, w.arm); err != nil {
 			return nil, fmt.Errorf("zklock: Watch: %w", err)
 		}
 	}
@@ -69,7 +70,7 @@ func (l *Locker) Watch(ctx context.Context, names ...string) (<-chan struct{}, e
 					default:
 					}
 					var err error
-					if w.ev, err = w.arm(); err != nil {
+					if w.ev, err = request(ctx, w.arm); err != nil {
 						return
 					}
 				case <-ctx.Done():
