@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -354,15 +353,14 @@ const probeTimeout = 2 * time.Second
 
 // checkGalera is checked's look for a Galera node (wsrep_on) on MySQL.
 func (b *backend) checkGalera(ctx context.Context, conn *sql.Conn) error {
-	var name, value string
-	err := conn.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) { // MySQL without Galera has no such variable
+	galera, err := sqldialect.GaleraNode(ctx, conn)
+	if err != nil {
 		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.checkDone = true
-	if strings.EqualFold(value, "ON") {
+	if galera {
 		b.pooled = fmt.Errorf("%w: this server is a node of a Galera cluster (wsrep_on), and clients of the other nodes would take the same lock at once: use package tablelock, whose rows the cluster replicates", ErrNodeLocal)
 	}
 	return nil

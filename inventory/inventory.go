@@ -57,11 +57,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"sync"
 	"time"
 	"unicode"
 
+	"github.com/dlockhq/dlock"
 	"github.com/dlockhq/dlock/internal/sqldialect"
 	"github.com/dlockhq/dlock/internal/sqlmigrate"
 )
@@ -872,8 +872,11 @@ func (s *Store) expire(ctx context.Context, id int64) (expired bool, err error) 
 	return true, nil
 }
 
-// conflictAttempts bounds retryConflicts.
+// conflictAttempts bounds retryConflicts, and conflictBackoff is its
+// pause between attempts.
 const conflictAttempts = 40
+
+var conflictBackoff = dlock.ExponentialBackoff(time.Millisecond, 32*time.Millisecond)
 
 // retryConflicts runs f, a transaction, until it returns anything but a
 // deadlock (MySQL's error 1213, which is also how a Galera node reports a
@@ -887,7 +890,7 @@ func retryConflicts[T any](ctx context.Context, f func() (T, error)) (T, error) 
 		if !sqldialect.Deadlock(err) && !errors.Is(err, errRolledBack) || attempt == conflictAttempts {
 			return v, err
 		}
-		t := time.NewTimer(rand.N(time.Millisecond << min(attempt, 5)))
+		t := time.NewTimer(conflictBackoff(attempt - 1))
 		select {
 		case <-ctx.Done():
 			t.Stop()

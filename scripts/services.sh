@@ -22,7 +22,7 @@ set -euo pipefail
 
 DIR="${DLOCK_SERVICES_DIR:-/tmp/dlock-services}"
 mkdir -p "$DIR"
-chmod go+x "$DIR" # servers run as postgres or mysql, whatever the umask
+chmod go+x "$DIR" 2>/dev/null || true # servers run as postgres or mysql, whatever the umask
 
 log() { printf 'services: %s\n' "$*" >&2; }
 

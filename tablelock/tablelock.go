@@ -398,8 +398,14 @@ func myForceRelease(ctx context.Context, db *sql.DB, name string, h *dlock.Holde
 		// The hold read, and only it: should the transaction be gone
 		// under this statement (a Galera node that aborted it without
 		// the error arriving), the UPDATE alone still ends no other hold.
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, payload = NULL, reentry = 0, expires_at = '1970-01-01',
+		var res sql.Result
+		res, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = NULL, payload = NULL, reentry = 0, expires_at = '1970-01-01',
 			token = GREATEST(token + 1, `+myClock+`) WHERE name = ? AND owner = ? AND token = ?`, name, h.Owner, h.Token)
+		if err == nil {
+			if n, rerr := res.RowsAffected(); rerr == nil && n == 0 {
+				err = sql.ErrNoRows // the hold read is gone: nobody was evicted
+			}
+		}
 	}
 	if err != nil {
 		return errors.Join(err, tx.Rollback())
@@ -456,3 +462,4 @@ func (b *backend) Record(ctx context.Context, name string, token uint64, value [
 func (b *backend) Recorded(ctx context.Context, name string) (dlock.Record, bool, error) {
 	return sqlrecord.Read(ctx, b.db, name)
 }
+

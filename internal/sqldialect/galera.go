@@ -5,10 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
-	"weak"
 )
 
 // ErrGaleraPrepared is why CheckGaleraTransactions refuses a database.
@@ -25,9 +22,8 @@ var ErrGaleraPrepared = errors.New("a Galera node can lose a transaction's certi
 // that kept only part of its writes. The text protocol reports the error.
 // The finding is remembered for db; it asks the server on one connection.
 func CheckGaleraTransactions(ctx context.Context, db *sql.DB) error {
-	key := weak.Make(db)
-	if v, ok := galeraChecks.Load(key); ok {
-		return v.(galeraFinding).err
+	if f, ok := galeraChecks.load(db); ok {
+		return f.err
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -38,26 +34,19 @@ func CheckGaleraTransactions(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	if _, loaded := galeraChecks.LoadOrStore(key, galeraFinding{refusal}); !loaded {
-		runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { galeraChecks.Delete(key) }, key)
-	}
+	galeraChecks.store(db, galeraFinding{refusal})
 	return refusal
 }
 
-// galeraChecks holds CheckGaleraTransactions's findings, by *sql.DB.
-var galeraChecks sync.Map // weak.Pointer[sql.DB] → galeraFinding
+// galeraChecks holds CheckGaleraTransactions's findings.
+var galeraChecks perDB[galeraFinding]
 
 type galeraFinding struct{ err error }
 
 // galeraPrepared returns the refusal for conn's database, or nil: not a
 // Galera node, or statements with arguments go as text.
 func galeraPrepared(ctx context.Context, conn *sql.Conn) (refusal, err error) {
-	var name, value string
-	err = conn.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !strings.EqualFold(value, "ON") {
-		return nil, nil // MySQL without Galera has no such variable
-	}
-	if err != nil {
+	if galera, err := GaleraNode(ctx, conn); err != nil || !galera {
 		return nil, err
 	}
 	before, err := prepares(ctx, conn)
@@ -81,4 +70,15 @@ func prepares(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var n int64
 	err := conn.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n)
 	return n, err
+}
+
+// GaleraNode reports whether conn's server is a node of a Galera cluster
+// (wsrep_on). MySQL without Galera has no such variable.
+func GaleraNode(ctx context.Context, conn *sql.Conn) (bool, error) {
+	var name, value string
+	err := conn.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && strings.EqualFold(value, "ON"), err
 }

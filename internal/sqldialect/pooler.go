@@ -72,9 +72,7 @@ func pooledStatementsErr(detail string) error {
 // remembered: every connection of a *sql.DB goes to one address, so one
 // tells for all. known is false for a driver Pooler does not know.
 func PoolerOf(ctx context.Context, db *sql.DB) (pooled bool, detail string, known bool, err error) {
-	key := weak.Make(db)
-	if v, ok := poolers.Load(key); ok {
-		f := v.(poolerFinding)
+	if f, ok := poolers.load(db); ok {
 		return f.pooled, f.detail, true, nil
 	}
 	conn, err := db.Conn(ctx)
@@ -84,9 +82,7 @@ func PoolerOf(ctx context.Context, db *sql.DB) (pooled bool, detail string, know
 	defer func() { _ = conn.Close() }() // back to the pool
 	pooled, detail, known, err = Pooler(ctx, conn)
 	if err == nil && known {
-		if _, loaded := poolers.LoadOrStore(key, poolerFinding{pooled, detail}); !loaded {
-			runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { poolers.Delete(key) }, key)
-		}
+		poolers.store(db, poolerFinding{pooled, detail})
 	}
 	return pooled, detail, known, err
 }
@@ -94,16 +90,33 @@ func PoolerOf(ctx context.Context, db *sql.DB) (pooled bool, detail string, know
 // KnownPooler is what PoolerOf found for db, without I/O; known is false
 // when it has not asked.
 func KnownPooler(db *sql.DB) (pooled bool, detail string, known bool) {
-	v, ok := poolers.Load(weak.Make(db))
-	if !ok {
-		return false, "", false
-	}
-	f := v.(poolerFinding)
-	return f.pooled, f.detail, true
+	f, ok := poolers.load(db)
+	return f.pooled, f.detail, ok
 }
 
-// poolers holds PoolerOf's findings, by *sql.DB.
-var poolers sync.Map // weak.Pointer[sql.DB] → poolerFinding
+// poolers holds PoolerOf's findings.
+var poolers perDB[poolerFinding]
+
+// perDB remembers one finding for each *sql.DB, until the DB is
+// collected.
+type perDB[T any] struct{ m sync.Map } // weak.Pointer[sql.DB] → T
+
+func (p *perDB[T]) load(db *sql.DB) (T, bool) {
+	v, ok := p.m.Load(weak.Make(db))
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return v.(T), true
+}
+
+// store keeps v for db, unless a finding is kept already.
+func (p *perDB[T]) store(db *sql.DB, v T) {
+	key := weak.Make(db)
+	if _, loaded := p.m.LoadOrStore(key, v); !loaded {
+		runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { p.m.Delete(key) }, key)
+	}
+}
 
 type poolerFinding struct {
 	pooled bool
