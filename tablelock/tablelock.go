@@ -462,4 +462,3 @@ func (b *backend) Record(ctx context.Context, name string, token uint64, value [
 func (b *backend) Recorded(ctx context.Context, name string) (dlock.Record, bool, error) {
 	return sqlrecord.Read(ctx, b.db, name)
 }
-
